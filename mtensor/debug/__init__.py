@@ -1,0 +1,4 @@
+"""Observability: what really ran."""
+from .comm_mode import CommDebugMode, CommRecord
+
+__all__ = ["CommDebugMode", "CommRecord"]

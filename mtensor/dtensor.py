@@ -1,0 +1,179 @@
+"""The DTensor type: a local block plus the spec (mesh, placements, global shape, dtype).
+
+Constructors (``distribute_tensor``, ``DTensor.from_local``) and layout changes
+(``redistribute``, ``full_tensor``) live here; the collectives come from the redistribute
+planner and executor, the checks from ``spec``.
+"""
+from __future__ import annotations
+
+import math
+from typing import Optional, Sequence
+
+import numpy as np
+
+from . import comm
+from .debug.comm_mode import record
+from .placement import Partial, Placement, Replicate, Shard, local_shape, local_slices
+from .redistribute.execute import execute_plan
+from .redistribute.plan import plan_redistribute
+from .spec import (
+    DTensorSpec,
+    check_local_shapes,
+    check_no_partial_target,
+    check_placements,
+    check_same_mesh,
+    infer_global_shape,
+)
+
+
+class DTensor:
+    """A tensor distributed over a DeviceMesh.  ``shape`` is the global shape."""
+
+    __slots__ = ("_local", "_spec")
+
+    def __init__(self, local: np.ndarray, spec: DTensorSpec):
+        self._local = local
+        self._spec = spec
+
+    @property
+    def placements(self):
+        return self._spec.placements
+
+    @property
+    def device_mesh(self):
+        return self._spec.mesh
+
+    @property
+    def shape(self):
+        return self._spec.shape
+
+    @property
+    def dtype(self):
+        return self._spec.dtype
+
+    @property
+    def ndim(self) -> int:
+        return len(self._spec.shape)
+
+    @property
+    def size(self) -> int:
+        """Number of elements of the global tensor (numpy's meaning of ``size``)."""
+        return math.prod(self._spec.shape)
+
+    @property
+    def spec(self) -> DTensorSpec:
+        return self._spec
+
+    def to_local(self) -> np.ndarray:
+        """This rank's block (no communication)."""
+        return self._local
+
+    def full_tensor(self) -> np.ndarray:
+        """The whole tensor on every rank (a collective: every rank must call it)."""
+        replicated = (Replicate(),) * self.device_mesh.ndim
+        return self._redistribute(replicated, "full_tensor")._local
+
+    def redistribute(self, device_mesh=None, placements: Optional[Sequence[Placement]] = None):
+        """The same tensor laid out as ``placements`` on the same mesh (a collective)."""
+        mesh = self.device_mesh if device_mesh is None else device_mesh
+        check_same_mesh("redistribute", self.device_mesh, mesh)
+        if placements is None:
+            placements = self.placements
+        placements = check_placements("redistribute", placements, mesh, self.shape)
+        check_no_partial_target("redistribute", placements)
+        return self._redistribute(placements, "redistribute")
+
+    def _redistribute(self, placements, op: str) -> "DTensor":
+        """Redistribute to any validated placements, Partial included (ops need that)."""
+        spec = self._spec
+        if placements == spec.placements:
+            return self
+        mesh = spec.mesh
+        plan = plan_redistribute(spec.placements, placements, spec.shape, mesh.shape,
+                                 spec.dtype.itemsize)
+        local = execute_plan(self._local, plan, mesh, spec.shape)
+        return DTensor(local, DTensorSpec(mesh, placements, spec.shape, spec.dtype))
+
+    def __array__(self, dtype=None, copy=None):
+        full = self.full_tensor()
+        return full if dtype is None else full.astype(dtype)
+
+    def __repr__(self) -> str:
+        return (
+            f"DTensor(shape={self.shape}, dtype={self.dtype}, "
+            f"placements={list(self.placements)}, mesh={self.device_mesh})"
+        )
+
+    @staticmethod
+    def from_local(local, device_mesh, placements, shape=None, run_check: bool = False):
+        """Wrap each rank's block; with ``shape=None`` the global shape is gathered from them.
+
+        Blocks must follow the ``numpy.array_split`` layout of the placements.  With
+        ``run_check=True`` every rank's dtype and block shape are checked against that layout
+        and a mismatch raises the same error on every rank.
+        """
+        local = np.asarray(local)
+        placements = check_placements("from_local", placements, device_mesh, local.shape)
+        sharded = any(isinstance(p, Shard) for p in placements)
+        if shape is None and not sharded and not run_check:
+            shape = local.shape
+        elif shape is None or run_check:
+            blocks = comm.allgather_object(device_mesh.comm, (local.shape, local.dtype.str))
+            if shape is None:
+                shape = infer_global_shape(blocks, device_mesh.shape, placements)
+            check_local_shapes(blocks, device_mesh.shape, placements, tuple(shape))
+        shape = tuple(int(s) for s in shape)
+        spec = DTensorSpec(device_mesh, placements, shape, local.dtype)
+        return DTensor(local, spec)
+
+
+def _partial_terms(local: np.ndarray, placements, coord) -> np.ndarray:
+    """Turn a replicated value into partial terms: Partial(sum) keeps it at coordinate 0 only."""
+    for i, p in enumerate(placements):
+        if isinstance(p, Partial) and not p.op.idempotent and coord[i] != 0:
+            return np.full_like(local, p.op.identity(local.dtype))
+    return local
+
+
+def _scatter_from(array, spec: DTensorSpec, root: int) -> np.ndarray:
+    """Root sends every rank its block: one Bcast if nothing is sharded, else one Scatterv."""
+    mesh = spec.mesh
+    mine = local_shape(spec.shape, mesh.shape, spec.placements, mesh.coordinate)
+    out = np.empty(mine, dtype=spec.dtype)
+    is_root = mesh.comm.rank == root
+    if not any(isinstance(p, Shard) for p in spec.placements):
+        if is_root:
+            out[...] = array
+        comm.broadcast(mesh.comm, out, root)
+        record("broadcast", -1, out.shape, out.dtype, out.nbytes)
+        return out
+    coords = [np.unravel_index(r, mesh.shape) for r in range(mesh.size())]
+    counts = [math.prod(local_shape(spec.shape, mesh.shape, spec.placements, c)) for c in coords]
+    send = None
+    if is_root:
+        send = np.concatenate(
+            [array[local_slices(spec.shape, mesh.shape, spec.placements, c)].reshape(-1)
+             for c in coords]
+        )
+    comm.scatter_v(mesh.comm, send, out, counts, root)
+    record("scatter", -1, out.shape, out.dtype, out.nbytes)
+    return out
+
+
+def distribute_tensor(array, device_mesh, placements, src_data_rank: Optional[int] = 0) -> DTensor:
+    """Distribute a full array.  Values come from rank ``src_data_rank`` of the mesh (one
+    scatter or broadcast); with ``None`` every rank cuts its block from its own copy."""
+    array = np.asarray(array)
+    placements = check_placements("distribute_tensor", placements, device_mesh, array.shape)
+    spec = DTensorSpec(device_mesh, placements, tuple(array.shape), array.dtype)
+    coord = device_mesh.coordinate
+    if src_data_rank is None:
+        local = array[local_slices(array.shape, device_mesh.shape, placements, coord)].copy()
+    else:
+        if not 0 <= src_data_rank < device_mesh.size():
+            raise ValueError(
+                f"distribute_tensor: src_data_rank={src_data_rank} is not a rank of the mesh "
+                f"{device_mesh.shape} (0..{device_mesh.size() - 1}); pass one, or None"
+            )
+        local = _scatter_from(array, spec, src_data_rank)
+    return DTensor(_partial_terms(local, placements, coord), spec)

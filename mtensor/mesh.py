@@ -1,0 +1,131 @@
+"""DeviceMesh: a named N-D grid of MPI ranks, one sub-communicator per mesh dim.
+
+Ranks are laid out row-major over the mesh (an MPI Cartesian communicator without
+reordering), so rank ``r`` of the parent communicator sits at ``np.unravel_index(r, shape)``.
+"""
+from __future__ import annotations
+
+import math
+from typing import Optional, Sequence, Tuple, Union
+
+from mpi4py import MPI
+
+DEVICE_TYPES = ("cpu",)
+
+
+def _mesh_error(what: str, fix: str) -> ValueError:
+    return ValueError(f"init_device_mesh: {what}; {fix}")
+
+
+def _check_mesh_args(mesh_shape, mesh_dim_names, device_type, comm_size) -> Tuple[int, ...]:
+    shape = tuple(int(s) for s in mesh_shape)
+    if not shape or any(s < 1 for s in shape):
+        raise _mesh_error(f"mesh_shape {shape} must be a non-empty tuple of sizes >= 1",
+                          "pass e.g. (4,) or (2, 2)")
+    if math.prod(shape) != comm_size:
+        raise _mesh_error(
+            f"mesh_shape {shape} holds {math.prod(shape)} ranks but the communicator has "
+            f"{comm_size}",
+            f"launch with mpiexec -n {math.prod(shape)} or pass a shape whose product is {comm_size}",
+        )
+    if mesh_dim_names is not None:
+        names = tuple(mesh_dim_names)
+        if len(names) != len(shape) or len(set(names)) != len(names):
+            raise _mesh_error(
+                f"mesh_dim_names {names} must name each of the {len(shape)} mesh dims once",
+                f"pass {len(shape)} distinct names",
+            )
+    if device_type not in DEVICE_TYPES:
+        raise _mesh_error(f"device_type {device_type!r} is not supported",
+                          f"use one of {DEVICE_TYPES}")
+    return shape
+
+
+class DeviceMesh:
+    """An N-D grid of ranks with a communicator for the whole mesh and one per mesh dim."""
+
+    def __init__(self, comm, shape, dim_names, device_type, groups, coordinate):
+        self.comm = comm
+        self.shape: Tuple[int, ...] = tuple(shape)
+        self.mesh_dim_names: Optional[Tuple[str, ...]] = (
+            tuple(dim_names) if dim_names is not None else None
+        )
+        self.device_type = device_type
+        self._groups = tuple(groups)
+        self.coordinate: Tuple[int, ...] = tuple(coordinate)
+        world = MPI.COMM_WORLD.Get_group()
+        group = comm.Get_group()
+        self._world_ranks = tuple(group.Translate_ranks(list(range(comm.size)), world))
+        group.Free()
+        self._key = (self.shape, self.mesh_dim_names, self._world_ranks)
+        self._submeshes = {}
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    def size(self, mesh_dim: Union[int, str, None] = None) -> int:
+        if mesh_dim is None:
+            return math.prod(self.shape)
+        return self.shape[self._dim_index(mesh_dim)]
+
+    def get_coordinate(self):
+        """This rank's position on the mesh, one index per mesh dim."""
+        return list(self.coordinate)
+
+    def get_rank(self) -> int:
+        return self.comm.rank
+
+    def get_group(self, mesh_dim: Union[int, str] = 0):
+        """The mpi4py communicator of the ranks that share every coordinate but ``mesh_dim``."""
+        return self._groups[self._dim_index(mesh_dim)]
+
+    def __getitem__(self, name: str) -> "DeviceMesh":
+        """The 1-D sub-mesh along ``name`` that holds this rank."""
+        dim = self._dim_index(name)
+        if dim not in self._submeshes:
+            group = self._groups[dim]
+            names = None if self.mesh_dim_names is None else (self.mesh_dim_names[dim],)
+            self._submeshes[dim] = DeviceMesh(
+                group, (self.shape[dim],), names, self.device_type, (group,),
+                (self.coordinate[dim],),
+            )
+        return self._submeshes[dim]
+
+    def _dim_index(self, mesh_dim: Union[int, str]) -> int:
+        if isinstance(mesh_dim, str):
+            if not self.mesh_dim_names or mesh_dim not in self.mesh_dim_names:
+                raise KeyError(
+                    f"DeviceMesh: no mesh dim named {mesh_dim!r}; "
+                    f"this mesh's dims are {self.mesh_dim_names}"
+                )
+            return self.mesh_dim_names.index(mesh_dim)
+        if not -self.ndim <= mesh_dim < self.ndim:
+            raise IndexError(f"DeviceMesh: mesh dim {mesh_dim} out of range for a {self.ndim}-D mesh")
+        return mesh_dim % self.ndim
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, DeviceMesh) and self._key == other._key
+
+    def __hash__(self) -> int:
+        return hash(self._key)
+
+    def __repr__(self) -> str:
+        names = "" if self.mesh_dim_names is None else f", mesh_dim_names={self.mesh_dim_names}"
+        return f"DeviceMesh({self.device_type!r}, shape={self.shape}{names})"
+
+
+def init_device_mesh(
+    mesh_shape: Sequence[int],
+    mesh_dim_names: Optional[Sequence[str]] = None,
+    device_type: Optional[str] = None,
+    comm=None,
+) -> DeviceMesh:
+    """Build a mesh over ``comm`` (``MPI.COMM_WORLD`` by default); collective over ``comm``."""
+    comm = MPI.COMM_WORLD if comm is None else comm
+    device_type = "cpu" if device_type is None else device_type
+    shape = _check_mesh_args(mesh_shape, mesh_dim_names, device_type, comm.size)
+    cart = comm.Create_cart(list(shape), periods=[False] * len(shape), reorder=False)
+    coordinate = cart.Get_coords(cart.rank)
+    groups = [cart.Sub([d == k for k in range(len(shape))]) for d in range(len(shape))]
+    return DeviceMesh(cart, shape, mesh_dim_names, device_type, groups, coordinate)

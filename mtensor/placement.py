@@ -1,0 +1,151 @@
+"""Placements and the pure arithmetic of layouts.
+
+A placement says how one mesh dim holds a tensor: ``Shard(d)`` splits tensor dim ``d`` across
+the ranks of that mesh dim, ``Replicate()`` gives every rank the whole thing, ``Partial(op)``
+gives every rank a term of a pending reduction.  Uneven splits follow ``numpy.array_split``:
+the first ``size % n`` ranks hold one more element.  When several mesh dims shard the same
+tensor dim, mesh dim 0 splits first and each piece is split again along the next mesh dim.
+
+Nothing here talks to MPI: every function is a function of shapes and coordinates only, so
+every rank computes the same answers.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence, Tuple, Union
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class ReduceOp:
+    """A reduction as data (after CuPy's ``_modes.py``): how to combine partial terms.
+
+    ``idempotent``: combining a value with itself gives it back (max, min, avg), so a
+    replicated value is already a valid partial term on every rank.  ``linear``: the
+    reduction commutes with scaling and with adding replicated terms (sum, avg).
+    """
+
+    name: str
+    ufunc: np.ufunc
+    linear: bool
+    idempotent: bool
+
+    def identity(self, dtype) -> object:
+        """The element that leaves a reduction unchanged, for ``dtype``."""
+        dtype = np.dtype(dtype)
+        if self.name in ("sum", "avg"):
+            return dtype.type(0)
+        if dtype.kind == "b":
+            return self.name == "min"
+        if dtype.kind in "iu":
+            info = np.iinfo(dtype)
+            return info.min if self.name == "max" else info.max
+        return -np.inf if self.name == "max" else np.inf
+
+
+REDUCE_OPS = {
+    "sum": ReduceOp("sum", np.add, linear=True, idempotent=False),
+    "avg": ReduceOp("avg", np.add, linear=True, idempotent=True),
+    "max": ReduceOp("max", np.maximum, linear=False, idempotent=True),
+    "min": ReduceOp("min", np.minimum, linear=False, idempotent=True),
+}
+
+
+@dataclass(frozen=True)
+class Shard:
+    """Split tensor dim ``dim`` across the ranks of one mesh dim."""
+
+    dim: int
+
+    def __repr__(self) -> str:
+        return f"S({self.dim})"
+
+
+@dataclass(frozen=True)
+class Replicate:
+    """Every rank of the mesh dim holds the whole tensor."""
+
+    def __repr__(self) -> str:
+        return "R"
+
+
+@dataclass(frozen=True)
+class Partial:
+    """Every rank of the mesh dim holds a term; the tensor is their reduction."""
+
+    reduce_op: str = "sum"
+
+    def __post_init__(self):
+        if self.reduce_op not in REDUCE_OPS:
+            raise ValueError(
+                f"Partial: unknown reduce_op {self.reduce_op!r}; "
+                f"use one of {', '.join(repr(k) for k in REDUCE_OPS)}"
+            )
+
+    @property
+    def op(self) -> ReduceOp:
+        return REDUCE_OPS[self.reduce_op]
+
+    def __repr__(self) -> str:
+        return f"P({self.reduce_op})"
+
+
+Placement = Union[Shard, Replicate, Partial]
+Shape = Tuple[int, ...]
+
+
+def shard_bounds(size: int, n: int, index: int) -> Tuple[int, int]:
+    """``(start, stop)`` of piece ``index`` when ``size`` items split into ``n`` (array_split)."""
+    base, extra = divmod(size, n)
+    start = index * base + min(index, extra)
+    return start, start + base + (1 if index < extra else 0)
+
+
+def shard_counts(size: int, n: int) -> Tuple[int, ...]:
+    """Lengths of the ``n`` pieces of ``size`` items, as ``numpy.array_split`` makes them."""
+    base, extra = divmod(size, n)
+    return tuple(base + (1 if i < extra else 0) for i in range(n))
+
+
+def local_bounds(
+    global_shape: Sequence[int],
+    mesh_shape: Sequence[int],
+    placements: Sequence[Placement],
+    coord: Sequence[int],
+) -> Tuple[Tuple[int, int], ...]:
+    """Per tensor dim, the ``(start, stop)`` global bounds of the block held at ``coord``.
+
+    Mesh dims are applied in order, so a tensor dim sharded by mesh dims 0 and 1 is split by
+    mesh dim 0 first and each piece again by mesh dim 1.
+    """
+    bounds = [(0, int(s)) for s in global_shape]
+    for mesh_dim, placement in enumerate(placements):
+        if isinstance(placement, Shard):
+            start, stop = bounds[placement.dim]
+            lo, hi = shard_bounds(stop - start, mesh_shape[mesh_dim], coord[mesh_dim])
+            bounds[placement.dim] = (start + lo, start + hi)
+    return tuple(bounds)
+
+
+def local_shape(global_shape, mesh_shape, placements, coord) -> Shape:
+    """Shape of the block held at mesh coordinate ``coord``."""
+    return tuple(hi - lo for lo, hi in local_bounds(global_shape, mesh_shape, placements, coord))
+
+
+def local_offset(global_shape, mesh_shape, placements, coord) -> Shape:
+    """Global index of the first element of the block held at ``coord``."""
+    return tuple(lo for lo, _ in local_bounds(global_shape, mesh_shape, placements, coord))
+
+
+def local_slices(global_shape, mesh_shape, placements, coord) -> Tuple[slice, ...]:
+    """Slices that cut the block held at ``coord`` out of the full array."""
+    return tuple(slice(lo, hi) for lo, hi in local_bounds(global_shape, mesh_shape, placements, coord))
+
+
+def max_local_shape(global_shape, mesh_shape, placements) -> Shape:
+    """The largest block: coordinate 0 everywhere holds the biggest piece under array_split.
+
+    Planning prices with this shape because it is the same on every rank.
+    """
+    return local_shape(global_shape, mesh_shape, placements, (0,) * len(mesh_shape))

@@ -1,0 +1,59 @@
+"""The communication cost model: time = alpha + bytes / beta per collective step.
+
+Bytes follow the bus-bandwidth convention of nccl-tests, per rank, for a buffer of S bytes on
+n ranks: all-reduce 2(n-1)/n*S; all-gather and reduce-scatter (n-1)/n*S with S the full,
+gathered buffer; all-to-all (n-1)/n*S with S the rank's own buffer.  Local steps (slicing a
+replicated block, zeroing a partial term) cost a memory copy at ``copy_beta``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Tuple
+
+COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all")
+
+
+def bus_bytes(kind: str, n: int, nbytes: int) -> int:
+    """Bytes one rank moves for collective ``kind`` on ``n`` ranks over an S-byte buffer."""
+    if n <= 1 or kind not in COLLECTIVES:
+        return 0
+    factor = 2 if kind == "all_reduce" else 1
+    return factor * (n - 1) * nbytes // n
+
+
+@dataclass(frozen=True)
+class CostModel:
+    """Latency ``alpha`` (s) and bandwidth ``beta`` (bytes/s), optionally one pair per mesh dim.
+
+    Defaults are for MPI over shared memory on one node.  Frozen and hashable so that plans
+    can be cached per cost model.
+    """
+
+    alpha: float = 5e-6
+    beta: float = 4e9
+    copy_beta: float = 1e10
+    per_dim: Tuple[Tuple[float, float], ...] = ()
+
+    def link(self, mesh_dim: int) -> Tuple[float, float]:
+        if mesh_dim < len(self.per_dim):
+            return self.per_dim[mesh_dim]
+        return self.alpha, self.beta
+
+    def step_time(self, kind: str, mesh_dim: int, n: int, nbytes: int) -> float:
+        """Predicted seconds for one step moving ``bus_bytes`` or copying ``nbytes`` locally."""
+        if kind in COLLECTIVES:
+            alpha, beta = self.link(mesh_dim)
+            return alpha + bus_bytes(kind, n, nbytes) / beta
+        return nbytes / self.copy_beta
+
+
+_default = [CostModel()]
+
+
+def get_cost_model() -> CostModel:
+    return _default[0]
+
+
+def set_cost_model(model: CostModel) -> None:
+    """Use ``model`` for every later plan; every rank must set the same model."""
+    _default[0] = model

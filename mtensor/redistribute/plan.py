@@ -1,0 +1,145 @@
+"""Pure planner: placements A -> B as the cheapest chain of one-mesh-dim steps.
+
+Each step changes the placement of one mesh dim.  Which steps are legal follows from the
+nesting rule of layouts (mesh dim 0 splits first, later mesh dims split the pieces): a step
+may split or unsplit tensor dim ``d`` on mesh dim ``i`` only if no later mesh dim also shards
+``d``, because that later split would cut across the pieces being moved.  A shortest-path
+search over layouts (Dijkstra, priced by the cost model) then finds the cheapest legal chain,
+so nested layouts such as ``[S(0), S(0)] -> [S(1), S(0)]`` come out in the fewest steps.
+Mesh dims of size 1 hold the same block under any placement and are relabelled for free.
+
+Plans depend only on shapes and placements, never on rank-local data, so every rank builds
+the same plan; they are cached per (mesh shape, placements, shape, itemsize, cost model).
+"""
+from __future__ import annotations
+
+import heapq
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Iterator, Tuple
+
+from ..placement import Partial, Placement, Replicate, Shard, max_local_shape
+from .cost import CostModel, bus_bytes, get_cost_model
+
+Layout = Tuple[Placement, ...]
+
+
+@dataclass(frozen=True)
+class Step:
+    """One transition on one mesh dim, with the whole layout before and after it.
+
+    ``kind`` is a collective name (``all_reduce``, ``all_gather``, ``reduce_scatter``,
+    ``all_to_all``) or a local step (``local_slice``: R -> S, ``local_partial``: R -> P).
+    ``comm_bytes`` is the planning estimate (largest block, bus-bandwidth convention).
+    """
+
+    kind: str
+    mesh_dim: int
+    before: Layout
+    after: Layout
+    comm_bytes: int
+
+    @property
+    def src(self) -> Placement:
+        return self.before[self.mesh_dim]
+
+    @property
+    def dst(self) -> Placement:
+        return self.after[self.mesh_dim]
+
+    def __repr__(self) -> str:
+        return f"{self.kind}(mesh_dim={self.mesh_dim}: {self.src!r} -> {self.dst!r}, {self.comm_bytes} B)"
+
+
+@dataclass(frozen=True)
+class Plan:
+    steps: Tuple[Step, ...]
+    cost: float
+    src: Layout
+    dst: Layout
+
+    @property
+    def collectives(self) -> Tuple[Step, ...]:
+        return tuple(s for s in self.steps if not s.kind.startswith("local"))
+
+
+def _inner_shards(layout: Layout, mesh_dim: int, tensor_dim: int) -> bool:
+    """Whether a mesh dim after ``mesh_dim`` also shards ``tensor_dim`` (nested inside it)."""
+    return any(p == Shard(tensor_dim) for p in layout[mesh_dim + 1:])
+
+
+def _step_kind(layout: Layout, i: int, dst: Placement, target: Layout):
+    """The step that moves mesh dim ``i`` of ``layout`` to ``dst``, or None where illegal."""
+    src = layout[i]
+    if isinstance(dst, Shard) and _inner_shards(layout, i, dst.dim):
+        return None
+    if isinstance(src, Shard) and _inner_shards(layout, i, src.dim):
+        return None
+    if isinstance(src, Partial):
+        return {Replicate: "all_reduce", Shard: "reduce_scatter"}.get(type(dst))
+    if isinstance(src, Shard):
+        return {Replicate: "all_gather", Shard: "all_to_all"}.get(type(dst))
+    if isinstance(dst, Shard):
+        return "local_slice"
+    if isinstance(dst, Partial) and dst == target[i]:
+        return "local_partial"
+    return None
+
+
+def _step_bytes(kind, layout, new, shape, mesh_shape, i, itemsize) -> Tuple[int, int]:
+    """(bytes the step prices, bus bytes it moves), from the largest block of each layout."""
+    sized = new if kind in ("all_gather", "local_slice") else layout
+    nbytes = math.prod(max_local_shape(shape, mesh_shape, sized)) * itemsize
+    return nbytes, bus_bytes(kind, mesh_shape[i], nbytes)
+
+
+def _moves(layout: Layout, target: Layout, ndim: int) -> Iterator[Tuple[int, Placement, str]]:
+    options = (Replicate(),) + tuple(Shard(d) for d in range(ndim))
+    for i in range(len(layout)):
+        extra = (target[i],) if isinstance(target[i], Partial) else ()
+        for dst in options + extra:
+            if dst != layout[i]:
+                kind = _step_kind(layout, i, dst, target)
+                if kind is not None:
+                    yield i, dst, kind
+
+
+@lru_cache(maxsize=4096)
+def _search(src: Layout, dst: Layout, shape, mesh_shape, itemsize, model: CostModel) -> Plan:
+    ndim = len(shape)
+    best = {src: 0.0}
+    heap = [(0.0, 0, 0, src, ())]
+    counter = 0
+    while heap:
+        cost, nsteps, _, layout, steps = heapq.heappop(heap)
+        if layout == dst:
+            return Plan(steps, cost, src, dst)
+        if cost > best.get(layout, math.inf):
+            continue
+        for i, placement, kind in _moves(layout, dst, ndim):
+            new = layout[:i] + (placement,) + layout[i + 1:]
+            nbytes, moved = _step_bytes(kind, layout, new, shape, mesh_shape, i, itemsize)
+            new_cost = cost + model.step_time(kind, i, mesh_shape[i], nbytes)
+            if new_cost < best.get(new, math.inf):
+                best[new] = new_cost
+                counter += 1
+                step = Step(kind, i, layout, new, moved)
+                heapq.heappush(heap, (new_cost, nsteps + 1, counter, new, steps + (step,)))
+    raise ValueError(f"redistribute: no plan from {list(src)} to {list(dst)} for shape {shape}")
+
+
+def plan_redistribute(
+    src: Layout, dst: Layout, shape, mesh_shape, itemsize: int, model: CostModel = None
+) -> Plan:
+    """The cheapest chain of steps that turns layout ``src`` into ``dst`` (validated specs)."""
+    model = get_cost_model() if model is None else model
+    # A size-1 mesh dim holds the whole tensor under any placement: relabel it for free.
+    start = tuple(d if n == 1 else s for s, d, n in zip(src, dst, mesh_shape))
+    plan = _search(start, tuple(dst), tuple(shape), tuple(mesh_shape), itemsize, model)
+    return Plan(plan.steps, plan.cost, tuple(src), tuple(dst))
+
+
+def plan_cache_info():
+    """Hits and misses of the plan cache (a second identical request does no search)."""
+    return _search.cache_info()

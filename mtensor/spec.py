@@ -1,0 +1,120 @@
+"""DTensorSpec (mesh, placements, global shape, dtype) and the one place specs are validated.
+
+Every check here reads rank-independent data only, so every rank raises the same error
+before any collective starts and no rank is left waiting.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence, Tuple
+
+import numpy as np
+
+from .placement import Partial, Placement, Replicate, Shard, local_shape
+
+
+@dataclass(frozen=True)
+class DTensorSpec:
+    mesh: object
+    placements: Tuple[Placement, ...]
+    shape: Tuple[int, ...]
+    dtype: np.dtype
+
+    def local_shape(self, coord=None) -> Tuple[int, ...]:
+        coord = self.mesh.get_coordinate() if coord is None else coord
+        return local_shape(self.shape, self.mesh.shape, self.placements, coord)
+
+    def __repr__(self) -> str:
+        return f"Spec({list(self.placements)}, shape={self.shape}, dtype={self.dtype})"
+
+
+def _fmt(placements) -> str:
+    return "[" + ", ".join(repr(p) for p in placements) + "]"
+
+
+def check_placements(
+    op: str, placements: Sequence[Placement], mesh, shape: Tuple[int, ...]
+) -> Tuple[Placement, ...]:
+    """Validate ``placements`` for a tensor of ``shape`` on ``mesh``; Shard(-1) becomes Shard(ndim-1)."""
+    placements = tuple(placements)
+    bad = [p for p in placements if not isinstance(p, (Shard, Replicate, Partial))]
+    if bad:
+        raise TypeError(
+            f"{op}: placements must be Shard(dim), Replicate() or Partial(op); got {bad[0]!r}"
+        )
+    if len(placements) != mesh.ndim:
+        raise ValueError(
+            f"{op}: placements {_fmt(placements)} have {len(placements)} entries but the mesh "
+            f"{mesh.shape} has {mesh.ndim} dims; give one placement per mesh dim"
+        )
+    ndim = len(shape)
+    out = []
+    for p in placements:
+        if isinstance(p, Shard):
+            if not -ndim <= p.dim < ndim:
+                raise ValueError(
+                    f"{op}: placements {_fmt(placements)} shard tensor dim {p.dim} but the tensor "
+                    f"has shape {tuple(shape)} ({ndim} dims); shard a dim in "
+                    f"range(-{ndim}, {ndim}) or use Replicate()"
+                )
+            p = Shard(p.dim % ndim)
+        out.append(p)
+    return tuple(out)
+
+
+def check_same_mesh(op: str, mesh_a, mesh_b) -> None:
+    if mesh_a != mesh_b:
+        raise ValueError(
+            f"{op}: operands live on different meshes ({mesh_a} and {mesh_b}); "
+            f"redistribute one onto the other's mesh first"
+        )
+
+
+def check_no_partial_target(op: str, placements) -> None:
+    if any(isinstance(p, Partial) for p in placements):
+        raise ValueError(
+            f"{op}: target placements {_fmt(placements)} contain Partial; a Partial layout can "
+            f"only come out of an op, redistribute to Replicate() or Shard(dim) instead"
+        )
+
+
+def _coords(mesh_shape):
+    return [tuple(int(c) for c in np.unravel_index(r, mesh_shape)) for r in range(int(np.prod(mesh_shape)))]
+
+
+def infer_global_shape(blocks, mesh_shape, placements) -> Tuple[int, ...]:
+    """Global shape from every rank's ``(local shape, dtype)``: along a sharded tensor dim, add
+    the blocks of the ranks at coordinate 0 on every mesh dim that does not shard it."""
+    shape = list(blocks[0][0])
+    for d in range(len(shape)):
+        sharding = {i for i, p in enumerate(placements) if p == Shard(d)}
+        if sharding:
+            shape[d] = sum(
+                block[0][d] if len(block[0]) > d else 0
+                for block, c in zip(blocks, _coords(mesh_shape))
+                if all(c[i] == 0 for i in range(len(c)) if i not in sharding)
+            )
+    return tuple(shape)
+
+
+def check_local_shapes(blocks, mesh_shape, placements, shape) -> None:
+    """Every rank's block must have the dtype of rank 0 and the array_split shape of ``shape``.
+
+    ``blocks`` holds every rank's ``(local shape, dtype)``, so all ranks raise alike.
+    """
+    dtypes = [np.dtype(b[1]) for b in blocks]
+    for rank, dtype in enumerate(dtypes):
+        if dtype != dtypes[0]:
+            raise ValueError(
+                f"from_local: rank {rank} holds dtype {dtype} but rank 0 holds {dtypes[0]}; "
+                f"every rank must pass blocks of one dtype"
+            )
+    for rank, (block, c) in enumerate(zip(blocks, _coords(mesh_shape))):
+        want = local_shape(shape, mesh_shape, placements, c)
+        if tuple(block[0]) != want:
+            raise ValueError(
+                f"from_local: rank {rank} (mesh coordinate {list(c)}) holds a block of shape "
+                f"{tuple(block[0])} but placements {_fmt(placements)} of global shape {shape} "
+                f"give it {want} (numpy.array_split layout); pass blocks split that way, or "
+                f"the right shape="
+            )
