@@ -17,7 +17,7 @@ import heapq
 import math
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Iterator, Tuple
+from typing import Tuple
 
 from ..placement import Partial, Placement, Replicate, Shard, max_local_shape
 from .cost import CostModel, bus_bytes, get_cost_model
@@ -64,18 +64,20 @@ class Plan:
         return tuple(s for s in self.steps if not s.kind.startswith("local"))
 
 
-def _inner_shards(layout: Layout, mesh_dim: int, tensor_dim: int) -> bool:
-    """Whether a mesh dim after ``mesh_dim`` also shards ``tensor_dim`` (nested inside it)."""
-    return any(p == Shard(tensor_dim) for p in layout[mesh_dim + 1:])
+def _inner_shards(layout: Layout, mesh_shape, mesh_dim: int, tensor_dim: int) -> bool:
+    """Whether a later mesh dim really splits ``tensor_dim`` again (size 1 splits nothing)."""
+    return any(
+        p == Shard(tensor_dim) and n > 1
+        for p, n in zip(layout[mesh_dim + 1:], mesh_shape[mesh_dim + 1:])
+    )
 
 
-def _step_kind(layout: Layout, i: int, dst: Placement, target: Layout):
+def _step_kind(layout: Layout, mesh_shape, i: int, dst: Placement, target: Layout):
     """The step that moves mesh dim ``i`` of ``layout`` to ``dst``, or None where illegal."""
     src = layout[i]
-    if isinstance(dst, Shard) and _inner_shards(layout, i, dst.dim):
-        return None
-    if isinstance(src, Shard) and _inner_shards(layout, i, src.dim):
-        return None
+    for p in (src, dst):
+        if isinstance(p, Shard) and _inner_shards(layout, mesh_shape, i, p.dim):
+            return None
     if isinstance(src, Partial):
         return {Replicate: "all_reduce", Shard: "reduce_scatter"}.get(type(dst))
     if isinstance(src, Shard):
@@ -94,13 +96,16 @@ def _step_bytes(kind, layout, new, shape, mesh_shape, i, itemsize) -> Tuple[int,
     return nbytes, bus_bytes(kind, mesh_shape[i], nbytes)
 
 
-def _moves(layout: Layout, target: Layout, ndim: int) -> Iterator[Tuple[int, Placement, str]]:
+def _moves(layout: Layout, target: Layout, mesh_shape, ndim: int):
+    """Every legal one-mesh-dim step out of ``layout``: (mesh dim, new placement, kind)."""
     options = (Replicate(),) + tuple(Shard(d) for d in range(ndim))
-    for i in range(len(layout)):
+    for i, n in enumerate(mesh_shape):
+        if n == 1:
+            continue
         extra = (target[i],) if isinstance(target[i], Partial) else ()
         for dst in options + extra:
             if dst != layout[i]:
-                kind = _step_kind(layout, i, dst, target)
+                kind = _step_kind(layout, mesh_shape, i, dst, target)
                 if kind is not None:
                     yield i, dst, kind
 
@@ -117,7 +122,7 @@ def _search(src: Layout, dst: Layout, shape, mesh_shape, itemsize, model: CostMo
             return Plan(steps, cost, src, dst)
         if cost > best.get(layout, math.inf):
             continue
-        for i, placement, kind in _moves(layout, dst, ndim):
+        for i, placement, kind in _moves(layout, dst, mesh_shape, ndim):
             new = layout[:i] + (placement,) + layout[i + 1:]
             nbytes, moved = _step_bytes(kind, layout, new, shape, mesh_shape, i, itemsize)
             new_cost = cost + model.step_time(kind, i, mesh_shape[i], nbytes)

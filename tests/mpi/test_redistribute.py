@@ -1,0 +1,140 @@
+"""Every layout to every layout through real MPI, compared with numpy on the full array."""
+import numpy as np
+import pytest
+
+import mtensor as mt
+from mpi_helpers import (
+    WORLD,
+    assert_all_ranks,
+    expected_block,
+    layouts,
+    partial_terms,
+    random_array,
+)
+from mtensor.placement import Partial, Replicate, Shard
+from mtensor.redistribute import plan_redistribute
+
+# Even on most meshes, uneven, and smaller than the mesh (empty shards).
+SHAPES = [(12, 8), (7, 5), (2, 3)]
+
+
+def make(full, mesh, placements):
+    block = expected_block(full, mesh, placements)
+    local = partial_terms(block, mesh, placements)
+    return mt.DTensor.from_local(local, mesh, placements, shape=full.shape)
+
+
+def sweep(mesh, full, sources, targets, exact=True):
+    """Redistribute every source to every target; return what went wrong on this rank."""
+    failures = []
+    for src in sources:
+        x = make(full, mesh, src)
+        for dst in targets:
+            with mt.CommDebugMode() as comm:
+                y = x._redistribute(dst, "test") if any(
+                    isinstance(p, Partial) for p in dst) else x.redistribute(mesh, dst)
+            got, want = y.to_local(), expected_block(full, mesh, dst)
+            plan = plan_redistribute(x.placements, dst, full.shape, mesh.shape, full.itemsize)
+            same = np.array_equal(got, want) if exact else np.allclose(got, want)
+            if not (same and got.dtype == full.dtype and y.placements == tuple(dst)
+                    and y.shape == full.shape
+                    and comm.get_total_counts() == len(plan.collectives)):
+                failures.append(f"{list(src)} -> {list(dst)} shape {full.shape}")
+    return failures
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("shape", SHAPES, ids=str)
+def test_every_layout_to_every_layout(mesh, shape):
+    full = random_array(shape)
+    failures = sweep(mesh, full, layouts(mesh.ndim, 2), layouts(mesh.ndim, 2, ()))
+    assert_all_ranks(not failures, f"{len(failures)} bad, e.g. {failures[:3]}")
+
+
+@pytest.mark.mpi
+def test_three_dim_tensor(mesh):
+    if mesh.ndim > 2:
+        pytest.skip("5^3 x 4^3 layout pairs on a 3-D mesh: covered by the 2-D tensor sweep")
+    full = random_array((3, 4, 5), seed=3)
+    failures = sweep(mesh, full, layouts(mesh.ndim, 3), layouts(mesh.ndim, 3, ()))
+    assert_all_ranks(not failures, f"{len(failures)} bad, e.g. {failures[:3]}")
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("op", ["avg", "max", "min"])
+def test_partial_reduce_ops(mesh, op):
+    full = random_array((7, 5), seed=4)
+    sources = [s for s in layouts(mesh.ndim, 2, (op,)) if Partial(op) in s]
+    failures = sweep(mesh, full, sources, layouts(mesh.ndim, 2, ()), exact=op != "avg")
+    assert_all_ranks(not failures, f"{len(failures)} bad, e.g. {failures[:3]}")
+
+
+@pytest.mark.mpi
+def test_to_partial_internally(mesh):
+    full = random_array((5, 6), seed=5)
+    targets = [t for t in layouts(mesh.ndim, 2, ("sum", "max")) if any(
+        isinstance(p, Partial) for p in t) and len({p for p in t if isinstance(p, Partial)}) == 1]
+    x = make(full, mesh, (Shard(0),) + (Replicate(),) * (mesh.ndim - 1))
+    failures = []
+    for dst in targets:
+        y = x._redistribute(dst, "test")
+        back = y.full_tensor()
+        if not np.array_equal(back, full):
+            failures.append(f"S(0) -> {list(dst)} -> R")
+    assert_all_ranks(not failures, f"{failures[:3]}")
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("dtype", [np.float32, np.int32, np.uint8, np.bool_, np.complex128])
+def test_dtypes_travel_unchanged(mesh, dtype):
+    full = (random_array((9, 4), seed=6) % 2 if dtype == np.bool_ else
+            np.abs(random_array((9, 4), seed=6))).astype(dtype)
+    ops = () if dtype == np.bool_ else ("sum",)
+    moves = [((Shard(0),), (Replicate(),)), ((Shard(0),), (Shard(1),)),
+             ((Replicate(),), (Shard(1),))] + [((Partial(o),), (r,)) for o in ops
+                                               for r in (Replicate(), Shard(0))]
+    rest = (Replicate(),) * (mesh.ndim - 1)
+    failures = []
+    for src, dst in moves:
+        failures += sweep(mesh, full, [src + rest], [dst + rest])
+    assert_all_ranks(not failures, f"{dtype}: {failures[:3]}")
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("src, dst, collective", [
+    (Shard(0), Replicate(), "all_gather"),
+    (Partial(), Replicate(), "all_reduce"),
+    (Partial(), Shard(1), "reduce_scatter"),
+    (Shard(0), Shard(1), "all_to_all"),
+    (Replicate(), Shard(0), None),
+])
+def test_exact_counts_and_bytes_on_1d_mesh(src, dst, collective):
+    mesh = mt.init_device_mesh((WORLD.size,))
+    full = random_array((WORLD.size * 4, 6), np.float32)
+    x = make(full, mesh, (src,))
+    with mt.CommDebugMode() as comm:
+        y = x.redistribute(mesh, [dst])
+    n = WORLD.size
+    want = {} if collective is None or n == 1 else {collective: 1}
+    assert comm.get_comm_counts() == want
+    sizes = {"all_reduce": 2 * full.nbytes, "all_gather": full.nbytes,
+             "reduce_scatter": full.nbytes, "all_to_all": full.nbytes // n}
+    if want:
+        assert comm.get_comm_bytes() == {collective: (n - 1) * sizes[collective] // n}
+        (entry,) = comm.log
+        assert entry.mesh_dim == 0 and entry.dtype == "float32"
+    assert np.array_equal(y.to_local(), expected_block(full, mesh, [dst]))
+
+
+@pytest.mark.mpi
+def test_public_redistribute_refuses_partial_and_bad_specs(mesh):
+    x = mt.distribute_tensor(random_array((4, 4)), mesh, [Replicate()] * mesh.ndim)
+    with pytest.raises(ValueError, match="contain Partial"):
+        x.redistribute(mesh, [Partial()] * mesh.ndim)
+    with pytest.raises(ValueError, match=f"have {mesh.ndim + 1} entries but the mesh"):
+        x.redistribute(mesh, [Replicate()] * (mesh.ndim + 1))
+    with pytest.raises(ValueError, match="shard tensor dim 2 but the tensor has shape"):
+        x.redistribute(mesh, [Shard(2)] + [Replicate()] * (mesh.ndim - 1))
+    other = mt.init_device_mesh((WORLD.size,) if mesh.ndim > 1 else (1, WORLD.size))
+    with pytest.raises(ValueError, match="different meshes"):
+        x.redistribute(other, [Replicate()] * other.ndim)

@@ -1,0 +1,55 @@
+"""Launches the MPI suites (tests/mpi) under mpiexec at 1, 2, 3, 4 and 8 ranks.
+
+Each launch has a wall-clock limit: a deadlock fails this test in minutes (the whole process
+group is killed) instead of stalling CI.  Set MTENSOR_MPIEXEC to use another launcher
+(e.g. a cluster's ``mpiexec``); MTENSOR_MPI_SIZES=2,4 runs a subset.
+"""
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SIZES = [int(n) for n in os.environ.get("MTENSOR_MPI_SIZES", "1,2,3,4,8").split(",")]
+LAUNCH_TIMEOUT_S = int(os.environ.get("MTENSOR_LAUNCH_TIMEOUT", "300"))
+
+
+def mpiexec() -> str:
+    if os.environ.get("MTENSOR_MPIEXEC"):
+        return os.environ["MTENSOR_MPIEXEC"]
+    beside_python = Path(sys.executable).parent / "mpiexec"
+    found = str(beside_python) if beside_python.exists() else shutil.which("mpiexec")
+    if not found:
+        pytest.fail("no mpiexec found: pip install '.[mpich]' or set MTENSOR_MPIEXEC")
+    return found
+
+
+def run_under_mpi(n: int, args, timeout: int = LAUNCH_TIMEOUT_S) -> subprocess.CompletedProcess:
+    """Run ``python args...`` on ``n`` ranks; kill the whole job if it outlives ``timeout``."""
+    env = dict(os.environ, MTENSOR_MPI_SUITE="1", PYTHONUNBUFFERED="1")
+    proc = subprocess.Popen(
+        [mpiexec(), "-n", str(n), sys.executable, *args],
+        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        start_new_session=True,
+    )
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, _ = proc.communicate()
+        pytest.fail(f"{n} ranks: no result after {timeout} s (deadlock?)\n{out[-20000:]}")
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out)
+
+
+@pytest.mark.parametrize("n", SIZES)
+def test_mpi_suite(n):
+    result = run_under_mpi(
+        n, ["-m", "pytest", "tests/mpi", "--with-mpi", "-q", "-p", "no:cacheprovider",
+            "-p", "no:randomly", "--tb=short", "-W", "ignore::DeprecationWarning"],
+    )
+    assert result.returncode == 0, f"{n} ranks failed:\n{result.stdout[-20000:]}"
+    assert " passed" in result.stdout, result.stdout[-5000:]
