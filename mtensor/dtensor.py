@@ -7,6 +7,7 @@ planner and executor, the checks from ``spec``.
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 from typing import Optional, Sequence
 
 import numpy as np
@@ -14,8 +15,8 @@ import numpy as np
 from . import comm
 from .debug.comm_mode import record
 from .placement import Partial, Placement, Replicate, Shard, local_shape, local_slices
-from .redistribute.execute import execute_plan
-from .redistribute.plan import plan_redistribute
+from .redistribute.cost import get_cost_model
+from .redistribute.execute import redistribute_program
 from .spec import (
     DTensorSpec,
     check_local_shapes,
@@ -88,11 +89,8 @@ class DTensor:
         spec = self._spec
         if placements == spec.placements:
             return self
-        mesh = spec.mesh
-        plan = plan_redistribute(spec.placements, placements, spec.shape, mesh.shape,
-                                 spec.dtype.itemsize)
-        local = execute_plan(self._local, plan, mesh, spec.shape)
-        return DTensor(local, DTensorSpec(mesh, placements, spec.shape, spec.dtype))
+        program, out_spec = _redistribution(spec, placements, get_cost_model())
+        return DTensor(program(self._local), out_spec)
 
     def __array__(self, dtype=None, copy=None):
         full = self.full_tensor()
@@ -125,6 +123,14 @@ class DTensor:
         shape = tuple(int(s) for s in shape)
         spec = DTensorSpec(device_mesh, placements, shape, local.dtype)
         return DTensor(local, spec)
+
+
+@lru_cache(maxsize=4096)
+def _redistribution(spec: DTensorSpec, placements, model):
+    """(bound program, output spec) for one layout change: a repeat call plans nothing."""
+    program = redistribute_program(spec.mesh, spec.placements, placements, spec.shape,
+                                   spec.dtype, model)
+    return program, DTensorSpec(spec.mesh, placements, spec.shape, spec.dtype)
 
 
 def _partial_terms(local: np.ndarray, placements, coord) -> np.ndarray:

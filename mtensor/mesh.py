@@ -58,6 +58,7 @@ class DeviceMesh:
         self._world_ranks = tuple(group.Translate_ranks(list(range(comm.size)), world))
         group.Free()
         self._key = (self.shape, self.mesh_dim_names, self._world_ranks)
+        self._hash = hash(self._key)
         self._submeshes = {}
 
     @property
@@ -105,10 +106,10 @@ class DeviceMesh:
         return mesh_dim % self.ndim
 
     def __eq__(self, other) -> bool:
-        return isinstance(other, DeviceMesh) and self._key == other._key
+        return self is other or (isinstance(other, DeviceMesh) and self._key == other._key)
 
     def __hash__(self) -> int:
-        return hash(self._key)
+        return self._hash
 
     def __repr__(self) -> str:
         names = "" if self.mesh_dim_names is None else f", mesh_dim_names={self.mesh_dim_names}"

@@ -6,6 +6,7 @@ before any collective starts and no rank is left waiting.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Sequence, Tuple
 
 import numpy as np
@@ -36,16 +37,20 @@ def check_placements(
     op: str, placements: Sequence[Placement], mesh, shape: Tuple[int, ...]
 ) -> Tuple[Placement, ...]:
     """Validate ``placements`` for a tensor of ``shape`` on ``mesh``; Shard(-1) becomes Shard(ndim-1)."""
-    placements = tuple(placements)
+    return _check_placements(op, tuple(placements), mesh.shape, tuple(shape))
+
+
+@lru_cache(maxsize=4096)
+def _check_placements(op, placements, mesh_shape, shape):
     bad = [p for p in placements if not isinstance(p, (Shard, Replicate, Partial))]
     if bad:
         raise TypeError(
             f"{op}: placements must be Shard(dim), Replicate() or Partial(op); got {bad[0]!r}"
         )
-    if len(placements) != mesh.ndim:
+    if len(placements) != len(mesh_shape):
         raise ValueError(
             f"{op}: placements {_fmt(placements)} have {len(placements)} entries but the mesh "
-            f"{mesh.shape} has {mesh.ndim} dims; give one placement per mesh dim"
+            f"{mesh_shape} has {len(mesh_shape)} dims; give one placement per mesh dim"
         )
     ndim = len(shape)
     out = []

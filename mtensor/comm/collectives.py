@@ -33,19 +33,34 @@ def all_reduce(comm, send: np.ndarray, recv: np.ndarray, op: str) -> None:
     comm.Allreduce(MPI.IN_PLACE if send is recv else send, recv, mpi_op)
 
 
+def _even(counts) -> bool:
+    return all(c == counts[0] for c in counts)
+
+
 def all_gather_v(comm, send: np.ndarray, recv: np.ndarray, counts) -> None:
-    """Concatenate every rank's ``send`` (rank r sends ``counts[r]`` elements) into ``recv``."""
-    comm.Allgatherv(_bytes(send), _bytes(recv, counts))
+    """Concatenate every rank's ``send`` (rank r sends ``counts[r]`` elements) into ``recv``.
+
+    Equal counts take the plain collective, which MPI libraries tune best."""
+    if _even(counts):
+        comm.Allgather(_bytes(send), _bytes(recv))
+    else:
+        comm.Allgatherv(_bytes(send), _bytes(recv, counts))
 
 
 def reduce_scatter_v(comm, send: np.ndarray, recv: np.ndarray, counts, op: str) -> None:
     """Reduce ``send`` over comm; rank r keeps the r-th segment of ``counts[r]`` elements."""
-    comm.Reduce_scatter(send, recv, list(counts), _mpi_op(op, recv.dtype))
+    if _even(counts):
+        comm.Reduce_scatter_block(send, recv, _mpi_op(op, recv.dtype))
+    else:
+        comm.Reduce_scatter(send, recv, list(counts), _mpi_op(op, recv.dtype))
 
 
 def all_to_all_v(comm, send: np.ndarray, send_counts, recv: np.ndarray, recv_counts) -> None:
     """Rank r sends ``send_counts[k]`` consecutive elements to rank k and receives likewise."""
-    comm.Alltoallv(_bytes(send, send_counts), _bytes(recv, recv_counts))
+    if _even(send_counts) and _even(recv_counts):
+        comm.Alltoall(_bytes(send), _bytes(recv))
+    else:
+        comm.Alltoallv(_bytes(send, send_counts), _bytes(recv, recv_counts))
 
 
 def scatter_v(comm, send, recv: np.ndarray, counts, root: int) -> None:

@@ -1,111 +1,183 @@
-"""Eager executor: runs a plan's steps on this rank's local block through ``comm``.
+"""Eager executor: a plan bound to this rank, then run on its local block through ``comm``.
 
-Each step acts along one tensor dim.  MPI concatenates contiguous segments, so the dim that is
-gathered, scattered or exchanged is moved to the front, made contiguous, and moved back;
-uneven pieces go through the v-variants with ``array_split`` counts (no padding).
+Binding does the rank-local arithmetic once per (mesh, layouts, shape, dtype): each step's
+communicator, ``array_split`` counts and buffer shapes.  A bound program then only allocates
+(from the buffer pool), calls MPI and records.  MPI concatenates contiguous segments, so the
+tensor dim a step gathers, scatters or exchanges is moved to the front and made contiguous;
+uneven pieces go through the v-variants with array_split counts (no padding).
 """
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 
 import numpy as np
 
-from .. import comm
+from .. import buffers, comm
 from ..debug.comm_mode import record
 from ..placement import REDUCE_OPS, local_shape, shard_bounds, shard_counts
 from .cost import bus_bytes
-from .plan import Plan, Step
+from .plan import Step, plan_redistribute
 
 
-def _front(a: np.ndarray, dim: int) -> np.ndarray:
+def _front_shape(shape, dim):
+    return (shape[dim],) + shape[:dim] + shape[dim + 1:]
+
+
+def _to_front(a: np.ndarray, dim: int) -> np.ndarray:
     """``a`` with ``dim`` moved to axis 0, C-contiguous (no copy when it already is)."""
-    return np.ascontiguousarray(np.moveaxis(a, dim, 0) if dim else a)
+    if dim == 0:
+        return np.ascontiguousarray(a)
+    out = buffers.empty(_front_shape(a.shape, dim), a.dtype)
+    np.copyto(out, np.moveaxis(a, dim, 0))
+    return out
 
 
-def _back(a: np.ndarray, dim: int) -> np.ndarray:
-    return np.ascontiguousarray(np.moveaxis(a, 0, dim)) if dim else a
+def _from_front(a: np.ndarray, dim: int) -> np.ndarray:
+    if dim == 0:
+        return a
+    moved = np.moveaxis(a, 0, dim)
+    out = buffers.empty(moved.shape, a.dtype)
+    np.copyto(out, moved)
+    return out
 
 
-class _Ctx:
-    """What a step needs to know about this rank: layouts' shapes and its group."""
+class _Bound:
+    """What every step builder needs: this rank's view of the plan."""
 
-    __slots__ = ("mesh", "shape", "coord")
-
-    def __init__(self, mesh, shape):
-        self.mesh, self.shape, self.coord = mesh, shape, mesh.coordinate
+    def __init__(self, mesh, shape, dtype):
+        self.mesh, self.shape, self.dtype = mesh, shape, dtype
 
     def local_shape(self, layout):
-        return local_shape(self.shape, self.mesh.shape, layout, self.coord)
+        return local_shape(self.shape, self.mesh.shape, layout, self.mesh.coordinate)
+
+    def recorder(self, step: Step, full_bytes_shape):
+        n = self.mesh.shape[step.mesh_dim]
+        nbytes = bus_bytes(step.kind, n, math.prod(full_bytes_shape) * self.dtype.itemsize)
+        out_shape, dtype = self.local_shape(step.after), self.dtype
+        return lambda: record(step.kind, step.mesh_dim, out_shape, dtype, nbytes)
 
 
-def _all_reduce(local, step: Step, ctx: _Ctx):
-    op = step.src.reduce_op
-    out = np.empty_like(local, order="C")
-    comm.all_reduce(ctx.mesh.get_group(step.mesh_dim), np.ascontiguousarray(local), out, op)
-    if op == "avg":
-        np.divide(out, ctx.mesh.shape[step.mesh_dim], out=out, casting="unsafe")
-    return out, local.nbytes
+def _all_reduce(step: Step, b: _Bound):
+    group, op, n = b.mesh.get_group(step.mesh_dim), step.src.reduce_op, b.mesh.shape[step.mesh_dim]
+    done = b.recorder(step, b.local_shape(step.before))
+
+    def run(local):
+        out = buffers.empty(local.shape, local.dtype)
+        comm.all_reduce(group, np.ascontiguousarray(local), out, op)
+        if op == "avg":
+            np.divide(out, n, out=out, casting="unsafe")
+        done()
+        return out
+    return run
 
 
-def _all_gather(local, step: Step, ctx: _Ctx):
-    d, n = step.src.dim, ctx.mesh.shape[step.mesh_dim]
-    full = ctx.local_shape(step.after)
+def _all_gather(step: Step, b: _Bound):
+    d, group = step.src.dim, b.mesh.get_group(step.mesh_dim)
+    full = b.local_shape(step.after)
     rest = math.prod(full[:d] + full[d + 1:])
-    out = np.empty((full[d],) + full[:d] + full[d + 1:], dtype=local.dtype)
-    counts = [c * rest for c in shard_counts(full[d], n)]
-    comm.all_gather_v(ctx.mesh.get_group(step.mesh_dim), _front(local, d), out, counts)
-    return _back(out, d), out.nbytes
+    counts = tuple(c * rest for c in shard_counts(full[d], b.mesh.shape[step.mesh_dim]))
+    front = _front_shape(full, d)
+    done = b.recorder(step, full)
+
+    def run(local):
+        out = buffers.empty(front, local.dtype)
+        comm.all_gather_v(group, _to_front(local, d), out, counts)
+        done()
+        return _from_front(out, d)
+    return run
 
 
-def _reduce_scatter(local, step: Step, ctx: _Ctx):
-    e, i = step.dst.dim, step.mesh_dim
-    n, op = ctx.mesh.shape[i], step.src.reduce_op
-    mine = ctx.local_shape(step.after)
+def _reduce_scatter(step: Step, b: _Bound):
+    e, group = step.dst.dim, b.mesh.get_group(step.mesh_dim)
+    n, op = b.mesh.shape[step.mesh_dim], step.src.reduce_op
+    before, mine = b.local_shape(step.before), b.local_shape(step.after)
     rest = math.prod(mine[:e] + mine[e + 1:])
-    out = np.empty((mine[e],) + mine[:e] + mine[e + 1:], dtype=local.dtype)
-    counts = [c * rest for c in shard_counts(local.shape[e], n)]
-    comm.reduce_scatter_v(ctx.mesh.get_group(i), _front(local, e), out, counts, op)
-    if op == "avg":
-        np.divide(out, n, out=out, casting="unsafe")
-    return _back(out, e), local.nbytes
+    counts = tuple(c * rest for c in shard_counts(before[e], n))
+    front = _front_shape(mine, e)
+    done = b.recorder(step, before)
+
+    def run(local):
+        out = buffers.empty(front, local.dtype)
+        comm.reduce_scatter_v(group, _to_front(local, e), out, counts, op)
+        if op == "avg":
+            np.divide(out, n, out=out, casting="unsafe")
+        done()
+        return _from_front(out, e)
+    return run
 
 
-def _all_to_all(local, step: Step, ctx: _Ctx):
-    """S(d) -> S(e): send piece k of dim e to rank k, gather everyone's dim-d pieces."""
-    d, e, i = step.src.dim, step.dst.dim, step.mesh_dim
-    n = ctx.mesh.shape[i]
-    mine = ctx.local_shape(step.after)
-    e_counts = shard_counts(local.shape[e], n)
-    d_counts = shard_counts(mine[d], n)
-    per_e = math.prod(local.shape[:e] + local.shape[e + 1:])
-    chunks = []
-    for k in range(n):
-        lo, hi = shard_bounds(local.shape[e], n, k)
-        chunks.append(_front(local[(slice(None),) * e + (slice(lo, hi),)], d).reshape(-1))
-    send = np.concatenate(chunks)
-    out = np.empty((mine[d],) + mine[:d] + mine[d + 1:], dtype=local.dtype)
+def _all_to_all(step: Step, b: _Bound):
+    """S(d) -> S(e): piece k of dim e goes to rank k; everyone's dim-d pieces come back."""
+    d, e, group = step.src.dim, step.dst.dim, b.mesh.get_group(step.mesh_dim)
+    n = b.mesh.shape[step.mesh_dim]
+    before, mine = b.local_shape(step.before), b.local_shape(step.after)
+    per_e = math.prod(before[:e] + before[e + 1:])
     per_d = math.prod(mine[:d] + mine[d + 1:])
-    comm.all_to_all_v(
-        ctx.mesh.get_group(i), send, [x * per_e for x in e_counts],
-        out, [x * per_d for x in d_counts],
-    )
-    return _back(out, d), local.nbytes
+    send_counts = tuple(c * per_e for c in shard_counts(before[e], n))
+    recv_counts = tuple(c * per_d for c in shard_counts(mine[d], n))
+    front = _front_shape(mine, d)
+    pack = _pack_even(before, d, e, n) if before[e] % n == 0 else _pack_uneven(before, d, e, n, send_counts)
+    done = b.recorder(step, before)
+
+    def run(local):
+        send = pack(local)
+        out = buffers.empty(front, local.dtype)
+        comm.all_to_all_v(group, send, send_counts, out, recv_counts)
+        done()
+        return _from_front(out, d)
+    return run
 
 
-def _local_slice(local, step: Step, ctx: _Ctx):
+def _pack_even(shape, d, e, n):
+    """Send buffer for an even split of dim e: one reshape, one strided copy."""
+    split = shape[:e] + (n, shape[e] // n) + shape[e + 1:]
+    moved_d = d if d < e else d + 1
+
+    def pack(local):
+        chunks = np.moveaxis(local.reshape(split), (e, moved_d), (0, 1))
+        send = buffers.empty(chunks.shape, local.dtype)
+        np.copyto(send, chunks)
+        return send.reshape(-1)
+    return pack
+
+
+def _pack_uneven(shape, d, e, n, counts):
+    """Send buffer for an uneven split of dim e: chunk k (dim d first) copied to its slot."""
+    index = [(slice(None),) * e + (slice(*shard_bounds(shape[e], n, k)),) for k in range(n)]
+    offsets = np.cumsum((0,) + tuple(counts))
+
+    def pack(local):
+        send = buffers.empty((local.size,), local.dtype)
+        for k in range(n):
+            chunk = np.moveaxis(local[index[k]], d, 0)
+            send[offsets[k]:offsets[k + 1]].reshape(chunk.shape)[...] = chunk
+        return send
+    return pack
+
+
+def _local_slice(step: Step, b: _Bound):
     e, i = step.dst.dim, step.mesh_dim
-    lo, hi = shard_bounds(local.shape[e], ctx.mesh.shape[i], ctx.coord[i])
-    return local[(slice(None),) * e + (slice(lo, hi),)].copy(), None
+    before = b.local_shape(step.before)
+    index = (slice(None),) * e + (slice(*shard_bounds(before[e], b.mesh.shape[i], b.mesh.coordinate[i])),)
+
+    def run(local):
+        block = local[index]
+        out = buffers.empty(block.shape, local.dtype)
+        np.copyto(out, block)
+        return out
+    return run
 
 
-def _local_partial(local, step: Step, ctx: _Ctx):
+def _local_partial(step: Step, b: _Bound):
     op = REDUCE_OPS[step.dst.reduce_op]
-    if op.idempotent or ctx.coord[step.mesh_dim] == 0:
-        return local, None
-    return np.full_like(local, op.identity(local.dtype)), None
+    if op.idempotent or b.mesh.coordinate[step.mesh_dim] == 0:
+        return lambda local: local
+    identity = op.identity(b.dtype)
+    return lambda local: np.full_like(local, identity)
 
 
-_RUNNERS = {
+_BUILDERS = {
     "all_reduce": _all_reduce,
     "all_gather": _all_gather,
     "reduce_scatter": _reduce_scatter,
@@ -115,12 +187,23 @@ _RUNNERS = {
 }
 
 
-def execute_plan(local: np.ndarray, plan: Plan, mesh, shape) -> np.ndarray:
-    """Run ``plan`` on this rank's block ``local`` of a tensor of global ``shape``."""
-    ctx = _Ctx(mesh, tuple(shape))
-    for step in plan.steps:
-        local, nbytes = _RUNNERS[step.kind](local, step, ctx)
-        if nbytes is not None:
-            n = mesh.shape[step.mesh_dim]
-            record(step.kind, step.mesh_dim, local.shape, local.dtype, bus_bytes(step.kind, n, nbytes))
-    return local
+class Program:
+    """A plan bound to this rank: call it on the local block to run every step."""
+
+    __slots__ = ("plan", "_runs")
+
+    def __init__(self, plan, runs):
+        self.plan, self._runs = plan, tuple(runs)
+
+    def __call__(self, local: np.ndarray) -> np.ndarray:
+        for run in self._runs:
+            local = run(local)
+        return local
+
+
+@lru_cache(maxsize=4096)
+def redistribute_program(mesh, src, dst, shape, dtype, model) -> Program:
+    """The bound program that turns this rank's ``src`` block into its ``dst`` block."""
+    plan = plan_redistribute(src, dst, shape, mesh.shape, dtype.itemsize, model)
+    bound = _Bound(mesh, shape, dtype)
+    return Program(plan, [_BUILDERS[s.kind](s, bound) for s in plan.steps])
