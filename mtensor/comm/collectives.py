@@ -19,12 +19,11 @@ def _mpi_op(op: str, dtype: np.dtype):
 
 
 def _bytes(buf: np.ndarray, counts=None):
-    """A byte-typed MPI buffer spec over ``buf`` (counts given in elements)."""
-    raw = buf.reshape(-1).view(np.uint8)
+    """A byte-typed MPI buffer spec over contiguous ``buf`` (counts given in elements)."""
     if counts is None:
-        return [raw, MPI.BYTE]
+        return [buf, MPI.BYTE]
     size = buf.dtype.itemsize
-    return [raw, [c * size for c in counts], MPI.BYTE]
+    return [buf, [c * size for c in counts], MPI.BYTE]
 
 
 def all_reduce(comm, send: np.ndarray, recv: np.ndarray, op: str) -> None:

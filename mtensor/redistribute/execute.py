@@ -24,19 +24,25 @@ def _front_shape(shape, dim):
     return (shape[dim],) + shape[:dim] + shape[dim + 1:]
 
 
+def _front_axes(ndim, dim):
+    """Transpose axes that move ``dim`` to the front (np.moveaxis, minus its overhead)."""
+    return (dim,) + tuple(a for a in range(ndim) if a != dim)
+
+
 def _to_front(a: np.ndarray, dim: int) -> np.ndarray:
     """``a`` with ``dim`` moved to axis 0, C-contiguous (no copy when it already is)."""
     if dim == 0:
         return np.ascontiguousarray(a)
     out = buffers.empty(_front_shape(a.shape, dim), a.dtype)
-    np.copyto(out, np.moveaxis(a, dim, 0))
+    np.copyto(out, a.transpose(_front_axes(a.ndim, dim)))
     return out
 
 
 def _from_front(a: np.ndarray, dim: int) -> np.ndarray:
+    """Inverse of :func:`_to_front`."""
     if dim == 0:
         return a
-    moved = np.moveaxis(a, 0, dim)
+    moved = a.transpose(np.argsort(_front_axes(a.ndim, dim)))
     out = buffers.empty(moved.shape, a.dtype)
     np.copyto(out, moved)
     return out
@@ -133,9 +139,10 @@ def _pack_even(shape, d, e, n):
     """Send buffer for an even split of dim e: one reshape, one strided copy."""
     split = shape[:e] + (n, shape[e] // n) + shape[e + 1:]
     moved_d = d if d < e else d + 1
+    axes = (e, moved_d) + tuple(a for a in range(len(split)) if a not in (e, moved_d))
 
     def pack(local):
-        chunks = np.moveaxis(local.reshape(split), (e, moved_d), (0, 1))
+        chunks = local.reshape(split).transpose(axes)
         send = buffers.empty(chunks.shape, local.dtype)
         np.copyto(send, chunks)
         return send.reshape(-1)
@@ -147,10 +154,12 @@ def _pack_uneven(shape, d, e, n, counts):
     index = [(slice(None),) * e + (slice(*shard_bounds(shape[e], n, k)),) for k in range(n)]
     offsets = np.cumsum((0,) + tuple(counts))
 
+    axes = _front_axes(len(shape), d)
+
     def pack(local):
         send = buffers.empty((local.size,), local.dtype)
         for k in range(n):
-            chunk = np.moveaxis(local[index[k]], d, 0)
+            chunk = local[index[k]].transpose(axes)
             send[offsets[k]:offsets[k + 1]].reshape(chunk.shape)[...] = chunk
         return send
     return pack
