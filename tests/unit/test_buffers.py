@@ -1,0 +1,52 @@
+"""The buffer pool reuses memory only once nothing refers to it (no MPI)."""
+import numpy as np
+
+from mtensor import buffers
+
+BIG = (1 << 16) // 8  # float64 elements in the smallest pooled size
+
+
+def address(a):
+    return a.__array_interface__["data"][0]
+
+
+def test_freed_buffer_is_reused():
+    a = buffers.empty((BIG,), np.float64)
+    where = address(a)
+    del a
+    assert address(buffers.empty((BIG,), np.float64)) == where
+
+
+def test_live_views_keep_their_buffer():
+    a = buffers.empty((BIG // 4, 4), np.float64)
+    a[...] = 7.0
+    view_of_view = a[1:].T[::2]
+    mv = memoryview(a)
+    del a
+    b = buffers.empty((BIG // 4, 4), np.float64)
+    b[...] = -1.0
+    assert (view_of_view == 7.0).all() and mv.obj is not b.base
+    del view_of_view, mv
+    c = buffers.empty((BIG // 4, 4), np.float64)
+    assert address(c) != address(b)  # b is still alive: c gets the other buffer
+
+
+def test_same_bytes_other_dtype_and_shape():
+    a = buffers.empty((BIG,), np.float64)
+    where = address(a)
+    del a
+    b = buffers.empty((2, BIG), np.float32)
+    assert address(b) == where and b.dtype == np.float32 and b.flags.c_contiguous
+
+
+def test_small_buffers_are_not_pooled():
+    a = buffers.empty((8,), np.float64)
+    assert a.base is None
+
+
+def test_empty_cache_releases_only_unused():
+    held = buffers.empty((BIG * 2,), np.float64)
+    buffers.empty((BIG * 2,), np.float64)  # dropped at once
+    released = buffers.empty_cache()
+    assert released >= BIG * 2 * 8
+    assert address(buffers.empty((BIG * 2,), np.float64)) != address(held)
