@@ -21,10 +21,6 @@ class DTensorSpec:
     shape: Tuple[int, ...]
     dtype: np.dtype
 
-    def local_shape(self, coord=None) -> Tuple[int, ...]:
-        coord = self.mesh.get_coordinate() if coord is None else coord
-        return local_shape(self.shape, self.mesh.shape, self.placements, coord)
-
     def __repr__(self) -> str:
         return f"Spec({list(self.placements)}, shape={self.shape}, dtype={self.dtype})"
 

@@ -11,6 +11,7 @@ from mtensor.placement import (
     Replicate,
     Shard,
     local_bounds,
+    local_offset,
     local_shape,
     local_slices,
     max_local_shape,
@@ -91,6 +92,9 @@ def test_local_blocks_match_brute_force(layout):
         block = full[local_slices(shape, mesh_shape, placements, coord)]
         assert np.array_equal(block, _brute_block(full, mesh_shape, placements, coord))
         assert block.shape == local_shape(shape, mesh_shape, placements, coord)
+        if block.size:  # the offset is the global index of the block's first element
+            first = np.unravel_index(block.flat[0], shape)
+            assert local_offset(shape, mesh_shape, placements, coord) == tuple(first)
 
 
 @settings(max_examples=200, deadline=None)
