@@ -14,7 +14,15 @@ import numpy as np
 
 from . import comm
 from .debug.comm_mode import record
-from .placement import Partial, Placement, Replicate, Shard, local_shape, local_slices
+from .placement import (
+    Partial,
+    Placement,
+    Replicate,
+    Shard,
+    local_shape,
+    local_slices,
+    mesh_coords,
+)
 from .redistribute.cost import get_cost_model
 from .redistribute.execute import redistribute_program
 from .spec import (
@@ -23,6 +31,7 @@ from .spec import (
     check_no_partial_target,
     check_placements,
     check_same_mesh,
+    check_shape,
     infer_global_shape,
 )
 
@@ -120,7 +129,7 @@ class DTensor:
             if shape is None:
                 shape = infer_global_shape(blocks, device_mesh.shape, placements)
             check_local_shapes(blocks, device_mesh.shape, placements, tuple(shape))
-        shape = tuple(int(s) for s in shape)
+        shape = check_shape("from_local", shape, local.ndim)
         spec = DTensorSpec(device_mesh, placements, shape, local.dtype)
         return DTensor(local, spec)
 
@@ -131,14 +140,6 @@ def _redistribution(spec: DTensorSpec, placements, model):
     program = redistribute_program(spec.mesh, spec.placements, placements, spec.shape,
                                    spec.dtype, model)
     return program, DTensorSpec(spec.mesh, placements, spec.shape, spec.dtype)
-
-
-def _partial_terms(local: np.ndarray, placements, coord) -> np.ndarray:
-    """Turn a replicated value into partial terms: Partial(sum) keeps it at coordinate 0 only."""
-    for i, p in enumerate(placements):
-        if isinstance(p, Partial) and not p.op.idempotent and coord[i] != 0:
-            return np.full_like(local, p.op.identity(local.dtype))
-    return local
 
 
 def _scatter_from(array, spec: DTensorSpec, root: int) -> np.ndarray:
@@ -153,7 +154,7 @@ def _scatter_from(array, spec: DTensorSpec, root: int) -> np.ndarray:
         comm.broadcast(mesh.comm, out, root)
         record("broadcast", -1, out.shape, out.dtype, out.nbytes)
         return out
-    coords = [np.unravel_index(r, mesh.shape) for r in range(mesh.size())]
+    coords = mesh_coords(mesh.shape)
     counts = [math.prod(local_shape(spec.shape, mesh.shape, spec.placements, c)) for c in coords]
     send = None
     if is_root:
@@ -171,10 +172,13 @@ def distribute_tensor(array, device_mesh, placements, src_data_rank: Optional[in
     scatter or broadcast); with ``None`` every rank cuts its block from its own copy."""
     array = np.asarray(array)
     placements = check_placements("distribute_tensor", placements, device_mesh, array.shape)
-    spec = DTensorSpec(device_mesh, placements, tuple(array.shape), array.dtype)
-    coord = device_mesh.coordinate
+    # Partial mesh dims are sent as Replicate; the planner's local R -> P step then makes the
+    # partial terms (Partial(sum) keeps the value at coordinate 0 only).
+    sent = tuple(Replicate() if isinstance(p, Partial) else p for p in placements)
+    spec = DTensorSpec(device_mesh, sent, tuple(array.shape), array.dtype)
     if src_data_rank is None:
-        local = array[local_slices(array.shape, device_mesh.shape, placements, coord)].copy()
+        local = array[local_slices(array.shape, device_mesh.shape, sent,
+                                   device_mesh.coordinate)].copy()
     else:
         if not 0 <= src_data_rank < device_mesh.size():
             raise ValueError(
@@ -182,4 +186,4 @@ def distribute_tensor(array, device_mesh, placements, src_data_rank: Optional[in
                 f"{device_mesh.shape} (0..{device_mesh.size() - 1}); pass one, or None"
             )
         local = _scatter_from(array, spec, src_data_rank)
-    return DTensor(_partial_terms(local, placements, coord), spec)
+    return DTensor(local, spec)._redistribute(placements, "distribute_tensor")

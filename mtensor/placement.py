@@ -149,3 +149,8 @@ def max_local_shape(global_shape, mesh_shape, placements) -> Shape:
     Planning prices with this shape because it is the same on every rank.
     """
     return local_shape(global_shape, mesh_shape, placements, (0,) * len(mesh_shape))
+
+
+def mesh_coords(mesh_shape) -> Tuple[Shape, ...]:
+    """Every mesh coordinate in rank order (row-major, as the mesh lays ranks out)."""
+    return tuple(np.ndindex(*mesh_shape))

@@ -11,7 +11,7 @@ from typing import Sequence, Tuple
 
 import numpy as np
 
-from .placement import Partial, Placement, Replicate, Shard, local_shape
+from .placement import Partial, Placement, Replicate, Shard, local_shape, mesh_coords
 
 
 @dataclass(frozen=True)
@@ -63,6 +63,15 @@ def _check_placements(op, placements, mesh_shape, shape):
     return tuple(out)
 
 
+def check_shape(op: str, shape, ndim: int) -> Tuple[int, ...]:
+    shape = tuple(int(s) for s in shape)
+    if len(shape) != ndim or any(s < 0 for s in shape):
+        raise ValueError(
+            f"{op}: shape {shape} does not fit a {ndim}-D local block; give {ndim} sizes >= 0"
+        )
+    return shape
+
+
 def check_same_mesh(op: str, mesh_a, mesh_b) -> None:
     if mesh_a != mesh_b:
         raise ValueError(
@@ -79,10 +88,6 @@ def check_no_partial_target(op: str, placements) -> None:
         )
 
 
-def _coords(mesh_shape):
-    return [tuple(int(c) for c in np.unravel_index(r, mesh_shape)) for r in range(int(np.prod(mesh_shape)))]
-
-
 def infer_global_shape(blocks, mesh_shape, placements) -> Tuple[int, ...]:
     """Global shape from every rank's ``(local shape, dtype)``: along a sharded tensor dim, add
     the blocks of the ranks at coordinate 0 on every mesh dim that does not shard it."""
@@ -92,7 +97,7 @@ def infer_global_shape(blocks, mesh_shape, placements) -> Tuple[int, ...]:
         if sharding:
             shape[d] = sum(
                 block[0][d] if len(block[0]) > d else 0
-                for block, c in zip(blocks, _coords(mesh_shape))
+                for block, c in zip(blocks, mesh_coords(mesh_shape))
                 if all(c[i] == 0 for i in range(len(c)) if i not in sharding)
             )
     return tuple(shape)
@@ -110,7 +115,7 @@ def check_local_shapes(blocks, mesh_shape, placements, shape) -> None:
                 f"from_local: rank {rank} holds dtype {dtype} but rank 0 holds {dtypes[0]}; "
                 f"every rank must pass blocks of one dtype"
             )
-    for rank, (block, c) in enumerate(zip(blocks, _coords(mesh_shape))):
+    for rank, (block, c) in enumerate(zip(blocks, mesh_coords(mesh_shape))):
         want = local_shape(shape, mesh_shape, placements, c)
         if tuple(block[0]) != want:
             raise ValueError(

@@ -106,5 +106,7 @@ def test_constructor_errors_name_the_problem(mesh):
         mt.distribute_tensor(full, mesh, ["S0"] * mesh.ndim)
     with pytest.raises(ValueError, match="src_data_rank=99 is not a rank"):
         mt.distribute_tensor(full, mesh, [Replicate()] * mesh.ndim, src_data_rank=99)
+    with pytest.raises(ValueError, match=r"shape \(4,\) does not fit a 2-D local block"):
+        mt.DTensor.from_local(full, mesh, [Replicate()] * mesh.ndim, shape=(4,))
     x = mt.distribute_tensor(full, mesh, [Shard(-1)] * mesh.ndim)
     assert x.placements == (Shard(1),) * mesh.ndim
