@@ -24,7 +24,7 @@ from .placement import (
     mesh_coords,
 )
 from .redistribute.cost import get_cost_model
-from .redistribute.execute import redistribute_program
+from .redistribute.execute import bind_program
 from .spec import (
     DTensorSpec,
     check_local_shapes,
@@ -81,7 +81,7 @@ class DTensor:
     def full_tensor(self) -> np.ndarray:
         """The whole tensor on every rank (a collective: every rank must call it)."""
         replicated = (Replicate(),) * self.device_mesh.ndim
-        return self._redistribute(replicated, "full_tensor")._local
+        return self._redistribute(replicated)._local
 
     def redistribute(self, device_mesh=None, placements: Optional[Sequence[Placement]] = None):
         """The same tensor laid out as ``placements`` on the same mesh (a collective)."""
@@ -91,9 +91,9 @@ class DTensor:
             placements = self.placements
         placements = check_placements("redistribute", placements, mesh, self.shape)
         check_no_partial_target("redistribute", placements)
-        return self._redistribute(placements, "redistribute")
+        return self._redistribute(placements)
 
-    def _redistribute(self, placements, op: str) -> "DTensor":
+    def _redistribute(self, placements) -> "DTensor":
         """Redistribute to any validated placements, Partial included (ops need that)."""
         spec = self._spec
         if placements == spec.placements:
@@ -137,8 +137,8 @@ class DTensor:
 @lru_cache(maxsize=4096)
 def _redistribution(spec: DTensorSpec, placements, model):
     """(bound program, output spec) for one layout change: a repeat call plans nothing."""
-    program = redistribute_program(spec.mesh, spec.placements, placements, spec.shape,
-                                   spec.dtype, model)
+    program = bind_program(spec.mesh, spec.placements, placements, spec.shape, spec.dtype,
+                           model)
     return program, DTensorSpec(spec.mesh, placements, spec.shape, spec.dtype)
 
 
@@ -186,4 +186,4 @@ def distribute_tensor(array, device_mesh, placements, src_data_rank: Optional[in
                 f"{device_mesh.shape} (0..{device_mesh.size() - 1}); pass one, or None"
             )
         local = _scatter_from(array, spec, src_data_rank)
-    return DTensor(local, spec)._redistribute(placements, "distribute_tensor")
+    return DTensor(local, spec)._redistribute(placements)

@@ -9,8 +9,6 @@ uneven pieces go through the v-variants with array_split counts (no padding).
 from __future__ import annotations
 
 import math
-from functools import lru_cache
-
 import numpy as np
 
 from .. import buffers, comm
@@ -38,11 +36,16 @@ def _to_front(a: np.ndarray, dim: int) -> np.ndarray:
     return out
 
 
+def _back_axes(ndim, dim):
+    """Transpose axes that undo :func:`_front_axes`: axis 0 goes back to ``dim``."""
+    return tuple(range(1, dim + 1)) + (0,) + tuple(range(dim + 1, ndim))
+
+
 def _from_front(a: np.ndarray, dim: int) -> np.ndarray:
     """Inverse of :func:`_to_front`."""
     if dim == 0:
         return a
-    moved = a.transpose(np.argsort(_front_axes(a.ndim, dim)))
+    moved = a.transpose(_back_axes(a.ndim, dim))
     out = buffers.empty(moved.shape, a.dtype)
     np.copyto(out, moved)
     return out
@@ -210,9 +213,9 @@ class Program:
         return local
 
 
-@lru_cache(maxsize=4096)
-def redistribute_program(mesh, src, dst, shape, dtype, model) -> Program:
-    """The bound program that turns this rank's ``src`` block into its ``dst`` block."""
+def bind_program(mesh, src, dst, shape, dtype, model) -> Program:
+    """The program that turns this rank's ``src`` block into its ``dst`` block (the caller
+    caches it per spec)."""
     plan = plan_redistribute(src, dst, shape, mesh.shape, dtype.itemsize, model)
     bound = _Bound(mesh, shape, dtype)
     return Program(plan, [_BUILDERS[s.kind](s, bound) for s in plan.steps])

@@ -31,8 +31,7 @@ def sweep(mesh, full, sources, targets, exact=True):
         x = make(full, mesh, src)
         for dst in targets:
             with mt.CommDebugMode() as comm:
-                y = x._redistribute(dst, "test") if any(
-                    isinstance(p, Partial) for p in dst) else x.redistribute(mesh, dst)
+                y = x.redistribute(mesh, dst)
             got, want = y.to_local(), expected_block(full, mesh, dst)
             plan = plan_redistribute(x.placements, dst, full.shape, mesh.shape, full.itemsize)
             same = np.array_equal(got, want) if exact else np.allclose(got, want)
@@ -77,7 +76,7 @@ def test_to_partial_internally(mesh):
     x = make(full, mesh, (Shard(0),) + (Replicate(),) * (mesh.ndim - 1))
     failures = []
     for dst in targets:
-        y = x._redistribute(dst, "test")
+        y = x._redistribute(dst)
         back = y.full_tensor()
         if not np.array_equal(back, full):
             failures.append(f"S(0) -> {list(dst)} -> R")
