@@ -1,17 +1,25 @@
 """mtensor: eager distributed tensors over MPI, in the spirit of PyTorch's DTensor."""
+from . import random
+from .creation import arange, empty, empty_like, full, full_like, ones, ones_like, zeros, zeros_like
 from .debug import CommDebugMode
 from .dtensor import DTensor, distribute_tensor
 from .mesh import DeviceMesh, init_device_mesh
+from .numpy_api import (
+    all, any, argmax, argmin, astype, clip, copy, dot, einsum, matmul, max, mean, min, prod,
+    std, sum, tensordot, var, where,
+)
+from .numpy_shapes import (
+    broadcast_to, concatenate, expand_dims, moveaxis, ravel, reshape, squeeze, stack, swapaxes,
+    transpose,
+)
 from .placement import Partial, Replicate, Shard
 
 __all__ = [
-    "CommDebugMode",
-    "DTensor",
-    "DeviceMesh",
-    "Partial",
-    "Replicate",
-    "Shard",
-    "distribute_tensor",
-    "init_device_mesh",
+    "CommDebugMode", "DTensor", "DeviceMesh", "Partial", "Replicate", "Shard", "all", "any",
+    "arange", "argmax", "argmin", "astype", "broadcast_to", "clip", "concatenate", "copy", "dot",
+    "einsum", "empty", "empty_like", "expand_dims", "full", "full_like", "distribute_tensor",
+    "init_device_mesh", "matmul", "max", "mean", "min", "moveaxis", "ones", "ones_like", "prod",
+    "random", "ravel", "reshape", "squeeze", "stack", "std", "sum", "swapaxes", "tensordot",
+    "transpose", "var", "where", "zeros", "zeros_like",
 ]
 __version__ = "0.1.0"

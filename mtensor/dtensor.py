@@ -187,3 +187,8 @@ def distribute_tensor(array, device_mesh, placements, src_data_rank: Optional[in
             )
         local = _scatter_from(array, spec, src_data_rank)
     return DTensor(local, spec)._redistribute(placements)
+
+
+from .array_methods import install as _install_array_methods  # noqa: E402  (needs DTensor)
+
+_install_array_methods(DTensor)

@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Tuple
 
+from ..placement import Partial, Placement, Replicate, Shard
+
 COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all")
 
 
@@ -45,6 +47,27 @@ class CostModel:
             alpha, beta = self.link(mesh_dim)
             return alpha + bus_bytes(kind, n, nbytes) / beta
         return nbytes / self.copy_beta
+
+    def change_time(self, src: Placement, dst: Placement, mesh_dim: int, n: int,
+                    block_bytes: int) -> float:
+        """Estimated seconds to move one mesh dim from ``src`` to ``dst`` directly, for a block
+        of ``block_bytes`` before the change.  Strategy choice prices candidates with this (no
+        path search); the planner then finds the exact steps for the chosen one."""
+        if n == 1 or src == dst:
+            return 0.0
+        t = self.step_time
+        if isinstance(src, Shard):
+            if isinstance(dst, Shard):
+                return t("all_to_all", mesh_dim, n, block_bytes)
+            gather = t("all_gather", mesh_dim, n, block_bytes * n)
+            return gather + (t("local", mesh_dim, n, block_bytes * n) if isinstance(dst, Partial) else 0.0)
+        if isinstance(src, Partial):
+            if isinstance(dst, Shard):
+                return t("reduce_scatter", mesh_dim, n, block_bytes)
+            reduce = t("all_reduce", mesh_dim, n, block_bytes)
+            return reduce + (t("local", mesh_dim, n, block_bytes) if isinstance(dst, Partial) else 0.0)
+        copied = block_bytes // n if isinstance(dst, Shard) else block_bytes
+        return t("local", mesh_dim, n, copied)
 
 
 _default = [CostModel()]

@@ -1,0 +1,89 @@
+"""Creation: ``mt.zeros/ones/full/empty/arange`` and ``*_like``, each rank allocating only its
+own block (no communication)."""
+from __future__ import annotations
+
+import math
+from typing import Optional, Sequence
+
+import numpy as np
+
+from .dtensor import DTensor
+from .numpy_api import implements
+from .placement import Partial, Replicate, local_bounds, local_shape
+from .spec import DTensorSpec, check_placements
+
+
+def layout(op: str, shape, mesh, placements: Optional[Sequence] = None, dtype=None):
+    """The spec of a new tensor (Replicate on every mesh dim by default)."""
+    if mesh is None:
+        raise TypeError(f"{op}: pass mesh= (a DeviceMesh) to say where the tensor lives")
+    shape = (int(shape),) if np.ndim(shape) == 0 else tuple(int(s) for s in shape)
+    placements = (Replicate(),) * mesh.ndim if placements is None else placements
+    placements = check_placements(op, placements, mesh, shape)
+    return DTensorSpec(mesh, placements, shape, np.dtype(dtype))
+
+
+def _filled(op, fill, shape, dtype, mesh, placements):
+    spec = layout(op, shape, mesh, placements, dtype)
+    mine = local_shape(spec.shape, mesh.shape, spec.placements, mesh.coordinate)
+    return DTensor(fill(mine, spec.dtype), spec)
+
+
+def zeros(shape, dtype=float, *, mesh=None, placements=None) -> DTensor:
+    return _filled("zeros", np.zeros, shape, dtype, mesh, placements)
+
+
+def ones(shape, dtype=float, *, mesh=None, placements=None) -> DTensor:
+    return _filled("ones", np.ones, shape, dtype, mesh, placements)
+
+
+def empty(shape, dtype=float, *, mesh=None, placements=None) -> DTensor:
+    return _filled("empty", np.empty, shape, dtype, mesh, placements)
+
+
+def full(shape, fill_value, dtype=None, *, mesh=None, placements=None) -> DTensor:
+    dtype = np.asarray(fill_value).dtype if dtype is None else dtype
+    return _filled("full", lambda s, d: np.full(s, fill_value, d), shape, dtype, mesh, placements)
+
+
+def arange(start, stop=None, step=1, dtype=None, *, mesh=None, placements=None) -> DTensor:
+    """numpy's ``arange``; each rank computes ``start + step * i`` for its own indices."""
+    if stop is None:
+        start, stop = 0, start
+    dtype = np.result_type(start, stop, step) if dtype is None else np.dtype(dtype)
+    n = max(0, math.ceil((stop - start) / step))
+    spec = layout("arange", (n,), mesh, placements, dtype)
+    (lo, hi), = local_bounds(spec.shape, mesh.shape, spec.placements, mesh.coordinate)
+    return DTensor((start + step * np.arange(lo, hi)).astype(dtype), spec)
+
+
+
+def _like_layout(a: DTensor):
+    """A new tensor laid out like ``a``; Partial dims become Replicate (new values are whole)."""
+    return tuple(Replicate() if isinstance(p, Partial) else p for p in a.placements)
+
+
+def _like(a: DTensor, dtype, shape) -> dict:
+    same = shape is None
+    return dict(shape=a.shape if same else shape, dtype=a.dtype if dtype is None else dtype,
+                mesh=a.device_mesh, placements=_like_layout(a) if same else None)
+
+
+@implements(np.zeros_like)
+def zeros_like(a, dtype=None, order="K", subok=True, shape=None):
+    return zeros(**_like(a, dtype, shape))
+
+
+@implements(np.ones_like)
+def ones_like(a, dtype=None, order="K", subok=True, shape=None):
+    return ones(**_like(a, dtype, shape))
+
+
+@implements(np.empty_like)
+def empty_like(a, dtype=None, order="K", subok=True, shape=None):
+    return empty(**_like(a, dtype, shape))
+
+
+@implements(np.full_like)
+def full_like(a, fill_value, dtype=None, order="K", subok=True, shape=None):
+    return full(fill_value=fill_value, **_like(a, dtype, shape))

@@ -1,0 +1,124 @@
+"""Dispatch: the one path every op takes on DTensors.
+
+    unwrap -> rule -> choose -> redistribute inputs -> local compute -> wrap
+
+Everything up to the choice depends only on the op name, static params and the operands'
+specs, so it is decided once per signature and cached as a ``Decision``: a repeated call
+looks the signature up, runs the bound redistribution programs (none when the layouts
+already fit), calls the kernel on the local blocks and wraps the result.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .dtensor import DTensor, _redistribution
+from .ops import RULES, OpCall, Operand, choose
+from .placement import Replicate, local_slices
+from .redistribute import cost
+from .spec import DTensorSpec, check_same_mesh
+
+_SCALARS = (int, float, complex, bool)
+
+
+class Decision:
+    """A cached strategy bound to this rank: what to run for one op signature."""
+
+    __slots__ = ("prepare", "kernel", "mesh", "placements", "shape", "nout", "specs",
+                 "call", "in_layouts", "cost")
+
+    def out_spec(self, dtype) -> DTensorSpec:
+        spec = self.specs.get(dtype)
+        if spec is None:
+            spec = self.specs[dtype] = DTensorSpec(self.mesh, self.placements, self.shape, dtype)
+        return spec
+
+
+_decisions: dict = {}
+_model = [None]
+
+
+def _const_key(value):
+    if isinstance(value, _SCALARS):
+        return type(value)
+    value = np.asarray(value)
+    return ("const", value.shape, value.dtype)
+
+
+def decision_for(name: str, operands, params=()) -> "Decision":
+    """The cached decision for a call, deciding it on the first call of its signature."""
+    if _model[0] is not cost.get_cost_model():
+        _decisions.clear()
+        _model[0] = cost.get_cost_model()
+    key = (name, params) + tuple(
+        o._spec if type(o) is DTensor else _const_key(o) for o in operands)
+    decision = _decisions.get(key)
+    if decision is None:
+        decision = _decisions[key] = _decide(name, operands, params)
+    return decision
+
+
+def dispatch(name: str, operands, params=()):
+    """Run op ``name`` on ``operands`` (DTensors, scalars, arrays) with hashable ``params``."""
+    decision = decision_for(name, operands, params)
+    blocks = [
+        (o._local if type(o) is DTensor else o) if run is None
+        else run(o._local if type(o) is DTensor else o)
+        for o, run in zip(operands, decision.prepare)
+    ]
+    result = decision.kernel(*blocks)
+    if decision.nout > 1:
+        return tuple(_wrap(r, decision) for r in result)
+    return _wrap(result, decision)
+
+
+def _wrap(result, decision: Decision) -> DTensor:
+    if type(result) is not np.ndarray:
+        result = np.asarray(result)
+    return DTensor(result, decision.out_spec(result.dtype))
+
+
+def _operand(value) -> Operand:
+    if type(value) is DTensor:
+        return Operand(value.shape, value.dtype, value.placements)
+    if isinstance(value, _SCALARS):
+        return Operand((), np.dtype(type(value)), None)
+    value = np.asarray(value)
+    return Operand(value.shape, value.dtype, None)
+
+
+def _decide(name: str, operands, params) -> Decision:
+    tensors = [o for o in operands if type(o) is DTensor]
+    mesh = tensors[0].device_mesh
+    for t in tensors[1:]:
+        check_same_mesh(name, mesh, t.device_mesh)
+    rule = RULES.get(name)
+    if rule is None:
+        raise TypeError(f"{name}: mtensor has no sharding rule for this op; call full_tensor() "
+                        f"to compute on the whole array, or to_local() for this rank's block")
+    call = OpCall(name, tuple(_operand(o) for o in operands), params, mesh.shape)
+    strategy = rule(call)
+    model = cost.get_cost_model()
+    in_layouts, out_layout, predicted = choose(call, strategy.choices, model)
+    d = Decision()
+    d.prepare = tuple(_preparer(o, layout, mesh, model) for o, layout in zip(operands, in_layouts))
+    d.kernel = strategy.bind(in_layouts, out_layout, mesh)
+    d.mesh, d.placements, d.shape, d.nout = mesh, out_layout, strategy.out_shape, strategy.nout
+    d.specs, d.call, d.in_layouts, d.cost = {}, call, in_layouts, predicted
+    return d
+
+
+def _preparer(operand, layout, mesh, model):
+    """What turns the operand into the block the strategy wants (None: use it as it is)."""
+    if type(operand) is DTensor:
+        if layout == operand.placements:
+            return None
+        return _redistribution(operand.spec, layout, model)[0]
+    if all(p == Replicate() for p in layout):
+        return None
+    index = local_slices(np.shape(operand), mesh.shape, layout, mesh.coordinate)
+    return lambda value: np.asarray(value)[index]
+
+
+def cache_info() -> int:
+    """How many op signatures have a cached decision."""
+    return len(_decisions)

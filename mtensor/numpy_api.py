@@ -1,0 +1,188 @@
+"""numpy's functions on DTensors: the table behind ``__array_function__`` and
+``__array_ufunc__`` (NEP 18, NEP 13), also exported as ``mt.sum``, ``mt.matmul``, ...
+
+Each handler turns numpy's arguments into an op name, operands and hashable static params
+and hands them to :func:`dispatch.dispatch`.  Arguments mtensor cannot honour (``out=``,
+``where=``, advanced indexing) raise ``TypeError`` saying so; nothing is silently ignored.
+"""
+from __future__ import annotations
+
+import builtins
+import math
+
+import numpy as np
+
+from . import dispatch as _dispatch
+
+HANDLED: dict = {}
+
+
+def implements(*functions):
+    """Register a handler for numpy functions (``np.sum`` -> :func:`sum`)."""
+    def add(handler):
+        for f in functions:
+            HANDLED[f] = handler
+        return handler
+    return add
+
+
+def refuse(name: str, **given) -> None:
+    """Raise for numpy arguments that DTensors do not support, naming them."""
+    bad = sorted(k for k, v in given.items() if v is not None and v is not np._NoValue)
+    if bad:
+        raise TypeError(f"{name}: argument(s) {', '.join(bad)} are not supported on DTensors; "
+                        f"call full_tensor() or to_local() and use numpy directly")
+
+
+def _run(name, operands, params=()):
+    return _dispatch.dispatch(name, tuple(operands), params)
+
+
+def _axis(axis):
+    return tuple(axis) if isinstance(axis, list) else axis
+
+
+def _dtype(dtype):
+    return None if dtype is None else np.dtype(dtype)
+
+
+# --- ufuncs ------------------------------------------------------------------------------
+
+_UFUNC_REDUCTIONS = {"add": "sum", "multiply": "prod", "maximum": "max", "minimum": "min",
+                     "logical_or": "any", "logical_and": "all"}
+
+
+def apply_ufunc(ufunc, method, inputs, kwargs):
+    """``__array_ufunc__``: elementwise calls, and ``reduce`` for the reductions above."""
+    out = kwargs.pop("out", None)
+    refuse(f"{ufunc.__name__}", out=None if out is None or builtins.all(o is None for o in out) else out,
+           where=kwargs.pop("where", None))
+    if method == "reduce" and ufunc.__name__ in _UFUNC_REDUCTIONS:
+        axis = kwargs.pop("axis", 0)
+        refuse(f"{ufunc.__name__}.reduce", **{k: v for k, v in kwargs.items()
+                                              if k not in ("dtype", "keepdims")})
+        name = _UFUNC_REDUCTIONS[ufunc.__name__]
+        dtype = _dtype(kwargs.get("dtype")) if name in ("sum", "prod") else None
+        return _run(name, inputs, (_axis(axis), bool(kwargs.get("keepdims", False)), dtype))
+    if method != "__call__":
+        raise TypeError(f"{ufunc.__name__}.{method}: not supported on DTensors; call "
+                        f"full_tensor() or to_local() and use numpy directly")
+    if ufunc is np.matmul:
+        refuse("matmul", **kwargs)
+        return matmul(*inputs)
+    if ufunc.signature is not None:
+        raise TypeError(f"{ufunc.__name__}: mtensor has no sharding rule for this op; call "
+                        f"full_tensor() or to_local() and use numpy directly")
+    if "dtype" in kwargs:
+        kwargs["dtype"] = _dtype(kwargs["dtype"])
+    return _run(ufunc.__name__, inputs, tuple(sorted(kwargs.items())))
+
+
+@implements(np.where)
+def where(condition, x=None, y=None):
+    if x is None or y is None:
+        raise TypeError("where: the one-argument form (nonzero) is not supported on DTensors; "
+                        "call full_tensor() first")
+    return _run("where", (condition, x, y))
+
+
+@implements(np.clip)
+def clip(a, a_min=np._NoValue, a_max=np._NoValue, out=None, *, min=np._NoValue,
+         max=np._NoValue, **kwargs):
+    refuse("clip", out=out, **kwargs)
+    lo = min if a_min is np._NoValue else a_min
+    hi = max if a_max is np._NoValue else a_max
+    lo, hi = (None if v is np._NoValue else v for v in (lo, hi))
+    if lo is None and hi is None:
+        raise ValueError("clip: give a_min, a_max or both")
+    if lo is None:
+        return _run("minimum", (a, hi))
+    if hi is None:
+        return _run("maximum", (a, lo))
+    return _run("clip", (a, lo, hi))
+
+
+@implements(np.copy)
+def copy(a, order="K", subok=False):
+    return _run("copy", (a,))
+
+
+def astype(a, dtype):
+    return _run("astype", (a,), (np.dtype(dtype),))
+
+
+# --- reductions --------------------------------------------------------------------------
+
+def _reduction(name, with_dtype=True):
+    def reduce(a, axis=None, dtype=None, out=None, keepdims=False, **kwargs):
+        refuse(name, out=out, **kwargs)
+        return _run(name, (a,), (_axis(axis), bool(keepdims), _dtype(dtype)))
+
+    def reduce_no_dtype(a, axis=None, out=None, keepdims=False, **kwargs):
+        refuse(name, out=out, **kwargs)
+        return _run(name, (a,), (_axis(axis), bool(keepdims), None))
+
+    handler = reduce if with_dtype else reduce_no_dtype
+    handler.__name__ = name
+    return handler
+
+
+sum = implements(np.sum)(_reduction("sum"))
+prod = implements(np.prod)(_reduction("prod"))
+mean = implements(np.mean)(_reduction("mean"))
+max = implements(np.max, np.amax)(_reduction("max", with_dtype=False))
+min = implements(np.min, np.amin)(_reduction("min", with_dtype=False))
+any = implements(np.any)(_reduction("any", with_dtype=False))
+all = implements(np.all)(_reduction("all", with_dtype=False))
+argmax = implements(np.argmax)(_reduction("argmax", with_dtype=False))
+argmin = implements(np.argmin)(_reduction("argmin", with_dtype=False))
+
+
+@implements(np.var)
+def var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **kwargs):
+    """numpy's two-pass variance from DTensor ops: mean, deviations, mean of squares."""
+    refuse("var", out=out, **kwargs)
+    axis = _axis(axis)
+    deviation = a - mean(a, axis, dtype=dtype, keepdims=True)
+    squares = np.square(np.abs(deviation)) if deviation.dtype.kind == "c" else np.square(deviation)
+    axes = range(a.ndim) if axis is None else np.atleast_1d(axis)
+    count = math.prod(a.shape[d] for d in axes)
+    return sum(squares, axis, dtype=dtype, keepdims=keepdims) / builtins.max(count - ddof, 0)
+
+
+@implements(np.std)
+def std(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **kwargs):
+    refuse("std", out=out, **kwargs)
+    return np.sqrt(var(a, axis, dtype=dtype, ddof=ddof, keepdims=keepdims))
+
+
+# --- contractions ------------------------------------------------------------------------
+
+def matmul(a, b):
+    return _run("matmul", (a, b))
+
+
+@implements(np.dot)
+def dot(a, b, out=None):
+    refuse("dot", out=out)
+    if np.ndim(a) == 0 or np.ndim(b) == 0:
+        return _run("multiply", (a, b))
+    return _run("dot", (a, b))
+
+
+@implements(np.tensordot)
+def tensordot(a, b, axes=2):
+    if isinstance(axes, (int, np.integer)):
+        pairs = (tuple(range(np.ndim(a) - axes, np.ndim(a))), tuple(range(axes)))
+    else:
+        pairs = tuple(tuple(np.atleast_1d(x).tolist()) for x in axes)
+    pairs = tuple(tuple(int(i) % n for i in p) for p, n in zip(pairs, (np.ndim(a), np.ndim(b))))
+    return _run("tensordot", (a, b), pairs)
+
+
+@implements(np.einsum)
+def einsum(subscripts, *operands, out=None, optimize=False, **kwargs):
+    refuse("einsum", out=out, **kwargs)
+    if not isinstance(subscripts, str):
+        raise TypeError("einsum: give the subscripts as a string ('ij,jk->ik')")
+    return _run("einsum", operands, (subscripts,))

@@ -1,0 +1,146 @@
+"""Pointwise ops: every numpy ufunc, ``where``, ``clip``, ``astype``, ``copy``.
+
+Sharding: operands broadcast against each other, so on one mesh dim the output may be split
+along dim d when every operand that really spans d (not broadcast along it) is split on it;
+broadcast operands are used whole.  Partial terms pass through an op only where the algebra
+allows it, listed below by the property relied on; anything else reduces first.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..placement import Partial, Replicate
+from .registry import Choice, OpCall, Strategy, register, replicated, shard_along
+
+UFUNCS = tuple(sorted({
+    getattr(np, name).__name__ for name in dir(np)
+    if isinstance(getattr(np, name), np.ufunc) and getattr(np, name).signature is None
+}))
+
+SUM_AVG = ("sum", "avg")
+MAX_MIN = ("max", "min")
+
+
+def _all_partial(ops):
+    """Every operand a term of the same reduction: the op commutes with it (sum of sums)."""
+    return lambda nin: [Choice((Partial(op),) * nin, Partial(op)) for op in ops]
+
+
+def _one_partial(ops, positions=None):
+    """One operand holds terms, the others are whole: the op is linear (or monotone for
+    max/min) in that operand alone."""
+    def make(nin):
+        where = range(nin) if positions is None else positions
+        return [
+            Choice(tuple(Partial(op) if j == k else Replicate() for j in range(nin)), Partial(op))
+            for op in ops for k in where
+        ]
+    return make
+
+
+def _unary_map(mapping):
+    """A unary op that turns a reduction of terms into another (negation swaps max and min)."""
+    return lambda nin: [Choice((Partial(a),), Partial(b)) for a, b in mapping.items()]
+
+
+def _join(*makers):
+    return lambda nin: [c for make in makers for c in make(nin)]
+
+
+PARTIAL_ALGEBRA = {
+    # adding terms adds the sums; adding a whole value shifts a max or min
+    "add": _join(_all_partial(SUM_AVG), _one_partial(MAX_MIN)),
+    "subtract": _join(_all_partial(SUM_AVG), _one_partial(MAX_MIN, positions=(0,))),
+    # scaling by a whole value scales a sum
+    "multiply": _one_partial(SUM_AVG),
+    "divide": _one_partial(SUM_AVG, positions=(0,)),
+    "negative": _unary_map({"sum": "sum", "avg": "avg", "max": "min", "min": "max"}),
+    "positive": _unary_map({op: op for op in SUM_AVG + MAX_MIN}),
+    "conjugate": _unary_map({op: op for op in SUM_AVG}),
+    # the max of maxes is the max
+    "maximum": _all_partial(("max",)),
+    "fmax": _all_partial(("max",)),
+    "minimum": _all_partial(("min",)),
+    "fmin": _all_partial(("min",)),
+}
+
+
+def _aligned_dim(shape, out_dim: int, out_shape):
+    """The operand's dim that lines up with ``out_dim`` under broadcasting, or None when the
+    operand lacks it or broadcasts along it."""
+    d = out_dim - (len(out_shape) - len(shape))
+    if d < 0 or shape[d] != out_shape[out_dim]:
+        return None
+    return d
+
+
+def broadcast_shape(call: OpCall):
+    shapes = [o.shape for o in call.operands]
+    try:
+        return tuple(np.broadcast_shapes(*shapes))
+    except ValueError:
+        raise call.error(f"shapes {', '.join(map(str, shapes))} do not broadcast together",
+                         "make trailing dims equal or 1") from None
+
+
+def pointwise_choices(call: OpCall, out_shape, algebra=None):
+    nin = len(call.operands)
+    choices = [replicated(nin)]
+    for d in range(len(out_shape)):
+        dims = [_aligned_dim(o.shape, d, out_shape) for o in call.operands]
+        choices.append(shard_along(dims, d))
+    numeric = all(o.dtype.kind in "iufc" for o in call.operands)
+    if algebra is not None and numeric:
+        choices += algebra(nin)
+    return choices
+
+
+@register(*UFUNCS)
+def ufunc_rule(call: OpCall) -> Strategy:
+    ufunc = getattr(np, call.name)
+    kwargs = dict(call.params)
+    out_shape = broadcast_shape(call)
+    return Strategy(
+        out_shape, pointwise_choices(call, out_shape, PARTIAL_ALGEBRA.get(call.name)),
+        kernel=(lambda *a: ufunc(*a, **kwargs)) if kwargs else ufunc, nout=ufunc.nout,
+    )
+
+
+@register("where")
+def where_rule(call: OpCall) -> Strategy:
+    out_shape = broadcast_shape(call)
+    return Strategy(out_shape, pointwise_choices(call, out_shape), kernel=np.where)
+
+
+@register("clip")
+def clip_rule(call: OpCall) -> Strategy:
+    out_shape = broadcast_shape(call)
+    if out_shape != call.operands[0].shape:
+        raise call.error(f"the bounds broadcast the array to {out_shape}",
+                         "pass bounds that broadcast to the array's shape")
+    return Strategy(out_shape, pointwise_choices(call, out_shape), kernel=np.clip)
+
+
+def _cast_algebra(src: np.dtype, dst: np.dtype):
+    """Casting is monotone, so max/min terms survive it; sums survive only casts that keep
+    every value (widening ints, or into floats)."""
+    keep = list(MAX_MIN) if dst.kind != "b" and src.kind != "b" else []
+    exact = dst.kind in "fc" or (dst.kind == src.kind and dst.itemsize >= src.itemsize)
+    if exact and src.kind in "iufc":
+        keep += list(SUM_AVG)
+    return _unary_map({op: op for op in keep})
+
+
+@register("astype")
+def astype_rule(call: OpCall) -> Strategy:
+    (dtype,) = call.params
+    src = call.operands[0]
+    return Strategy(src.shape, pointwise_choices(call, src.shape, _cast_algebra(src.dtype, dtype)),
+                    kernel=lambda a: a.astype(dtype))
+
+
+@register("copy")
+def copy_rule(call: OpCall) -> Strategy:
+    shape = call.operands[0].shape
+    return Strategy(shape, pointwise_choices(call, shape, PARTIAL_ALGEBRA["positive"]),
+                    kernel=np.copy)
