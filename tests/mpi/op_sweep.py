@@ -1,0 +1,53 @@
+"""The op sweep: run a function on DTensors of many input layouts and compare with numpy."""
+import itertools
+
+import numpy as np
+
+import mtensor as mt
+from mpi_helpers import layouts
+from mtensor.placement import local_shape
+
+LIMIT = 40  # layout combinations tried per op and mesh (evenly spread over all of them)
+
+
+def sample(combos, limit=LIMIT):
+    combos = list(combos)
+    step = max(1, len(combos) // limit)
+    return combos[::step]
+
+
+def _same(got, want) -> bool:
+    got, want = np.asarray(got), np.asarray(want)
+    if got.shape != want.shape or got.dtype != want.dtype:
+        return False
+    if want.dtype.kind in "fc":
+        return np.allclose(got, want, rtol=1e-10, atol=1e-12, equal_nan=True)
+    return np.array_equal(got, want)
+
+
+def _block_fits(out, mesh) -> bool:
+    want = local_shape(out.shape, mesh.shape, out.placements, mesh.coordinate)
+    return out.to_local().shape == want
+
+
+def sweep(mesh, fn, *arrays, partial_ops=("sum",), limit=LIMIT):
+    """``fn`` on DTensors of sampled layout combinations versus ``fn`` on the numpy arrays.
+
+    Inputs are made locally (src_data_rank=None), Partial inputs as telescoping-free terms
+    (the value on coordinate 0).  Returns the failing layouts (same list on every rank).
+    """
+    expected = fn(*arrays)
+    expected = expected if isinstance(expected, tuple) else (expected,)
+    ops = [partial_ops if np.asarray(a).dtype.kind in "iufc" else () for a in arrays]
+    combos = itertools.product(*(layouts(mesh.ndim, np.ndim(a), p) for a, p in zip(arrays, ops)))
+    failures = []
+    for combo in sample(combos, limit):
+        inputs = [mt.distribute_tensor(a, mesh, p, src_data_rank=None) for a, p in zip(arrays, combo)]
+        out = fn(*inputs)
+        outs = out if isinstance(out, tuple) else (out,)
+        for got, want in zip(outs, expected):
+            if not isinstance(got, mt.DTensor) or not _block_fits(got, mesh):
+                failures.append((combo, "block"))
+            elif not _same(got.full_tensor(), want):
+                failures.append((combo, list(got.placements)))
+    return failures
