@@ -48,7 +48,9 @@ def einsum_choices(call: OpCall, inputs: Sequence[str], output: str, sizes: dict
 
     choices = [replicated(nin)]
     for k, label in enumerate(output):
-        choices.append(shard_along(dims_of(label), k))
+        dims = dims_of(label)
+        if any(d is not None for d in dims):
+            choices.append(shard_along(dims, k))
     for label in sorted(set("".join(inputs)) - set(output)):
         dims = dims_of(label)
         if all(d is not None or label not in labels for d, labels in zip(dims, inputs)):

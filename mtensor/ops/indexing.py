@@ -84,10 +84,18 @@ def getitem_rule(call: OpCall) -> Strategy:
     return Strategy(tuple(out_shape), choices, kernel_for=kernel_for)
 
 
+def _slice(start, stop, step) -> slice:
+    """A slice from normalized bounds: a negative stop (stepping down past 0) means None, and
+    an empty range stays empty (a negative start would count from the end)."""
+    if not len(range(start, stop, step)):
+        return slice(0, 0)
+    return slice(start, None if stop < 0 else stop, step)
+
+
 def _plain(entry):
     if entry[0] == "n":
         return None
-    return entry[1] if entry[0] == "i" else slice(*entry[1:])
+    return entry[1] if entry[0] == "i" else _slice(*entry[1:])
 
 
 def _fill_kernel(key, bounds, shape, out_shape):
@@ -103,8 +111,11 @@ def _fill_kernel(key, bounds, shape, out_shape):
         if entry[0] == "i":
             owned &= lo <= entry[1] < hi
             src.append(entry[1] - lo)
+        elif _is_whole(entry, shape[d]):
+            src.append(slice(None))
+            dst.append(slice(None))
         elif whole_here:
-            src.append(slice(*entry[1:]))
+            src.append(_slice(*entry[1:]))
             dst.append(slice(None))
         else:
             rows = np.arange(*entry[1:])
@@ -112,7 +123,7 @@ def _fill_kernel(key, bounds, shape, out_shape):
             k0, k1 = (inside[0], inside[-1] + 1) if len(inside) else (0, 0)
             step = entry[3]
             stop = rows[k1 - 1] - lo + step if len(inside) else 0
-            src.append(slice(rows[k0] - lo if len(inside) else 0, None if stop < 0 else stop, step))
+            src.append(_slice(rows[k0] - lo if len(inside) else 0, stop, step))
             dst.append(slice(k0, k1))
         d += 1
     src, dst = tuple(src), tuple(dst)

@@ -23,13 +23,14 @@ MAX_MIN = ("max", "min")
 
 def _all_partial(ops):
     """Every operand a term of the same reduction: the op commutes with it (sum of sums)."""
-    return lambda nin: [Choice((Partial(op),) * nin, Partial(op)) for op in ops]
+    return lambda call: [Choice((Partial(op),) * len(call.operands), Partial(op)) for op in ops]
 
 
 def _one_partial(ops, positions=None):
     """One operand holds terms, the others are whole: the op is linear (or monotone for
     max/min) in that operand alone."""
-    def make(nin):
+    def make(call):
+        nin = len(call.operands)
         where = range(nin) if positions is None else positions
         return [
             Choice(tuple(Partial(op) if j == k else Replicate() for j in range(nin)), Partial(op))
@@ -40,21 +41,27 @@ def _one_partial(ops, positions=None):
 
 def _unary_map(mapping):
     """A unary op that turns a reduction of terms into another (negation swaps max and min)."""
-    return lambda nin: [Choice((Partial(a),), Partial(b)) for a, b in mapping.items()]
+    return lambda call: [Choice((Partial(a),), Partial(b)) for a, b in mapping.items()]
 
 
 def _join(*makers):
-    return lambda nin: [c for make in makers for c in make(nin)]
+    return lambda call: [c for make in makers for c in make(call)]
+
+
+def _floats(make):
+    """Order-based algebra (shifting or negating a max) fails where integers wrap around."""
+    return lambda call: make(call) if all(o.dtype.kind == "f" for o in call.operands) else []
 
 
 PARTIAL_ALGEBRA = {
     # adding terms adds the sums; adding a whole value shifts a max or min
-    "add": _join(_all_partial(SUM_AVG), _one_partial(MAX_MIN)),
-    "subtract": _join(_all_partial(SUM_AVG), _one_partial(MAX_MIN, positions=(0,))),
+    "add": _join(_all_partial(SUM_AVG), _floats(_one_partial(MAX_MIN))),
+    "subtract": _join(_all_partial(SUM_AVG), _floats(_one_partial(MAX_MIN, positions=(0,)))),
     # scaling by a whole value scales a sum
     "multiply": _one_partial(SUM_AVG),
     "divide": _one_partial(SUM_AVG, positions=(0,)),
-    "negative": _unary_map({"sum": "sum", "avg": "avg", "max": "min", "min": "max"}),
+    "negative": _join(_unary_map({"sum": "sum", "avg": "avg"}),
+                      _floats(_unary_map({"max": "min", "min": "max"}))),
     "positive": _unary_map({op: op for op in SUM_AVG + MAX_MIN}),
     "conjugate": _unary_map({op: op for op in SUM_AVG}),
     # the max of maxes is the max
@@ -91,7 +98,7 @@ def pointwise_choices(call: OpCall, out_shape, algebra=None):
         choices.append(shard_along(dims, d))
     numeric = all(o.dtype.kind in "iufc" for o in call.operands)
     if algebra is not None and numeric:
-        choices += algebra(nin)
+        choices += algebra(call)
     return choices
 
 
@@ -122,13 +129,12 @@ def clip_rule(call: OpCall) -> Strategy:
 
 
 def _cast_algebra(src: np.dtype, dst: np.dtype):
-    """Casting is monotone, so max/min terms survive it; sums survive only casts that keep
-    every value (widening ints, or into floats)."""
-    keep = list(MAX_MIN) if dst.kind != "b" and src.kind != "b" else []
-    exact = dst.kind in "fc" or (dst.kind == src.kind and dst.itemsize >= src.itemsize)
-    if exact and src.kind in "iufc":
-        keep += list(SUM_AVG)
-    return _unary_map({op: op for op in keep})
+    """Casts that keep every value (numpy's "safe") or round floats to floats keep order, so
+    max/min terms survive them, and sums too; wrapping or truncating casts reduce first."""
+    floats = src.kind in "fc" and dst.kind in "fc"
+    if not (np.can_cast(src, dst, "safe") or floats) or "b" in (src.kind, dst.kind):
+        return _unary_map({})
+    return _unary_map({op: op for op in (SUM_AVG if dst.kind == "c" else SUM_AVG + MAX_MIN)})
 
 
 @register("astype")
