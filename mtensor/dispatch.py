@@ -23,7 +23,7 @@ _SCALARS = (int, float, complex, bool)
 class Decision:
     """A cached strategy bound to this rank: what to run for one op signature."""
 
-    __slots__ = ("prepare", "kernel", "mesh", "placements", "shape", "nout", "specs",
+    __slots__ = ("prepare", "direct", "kernel", "mesh", "placements", "shape", "nout", "specs",
                  "call", "in_layouts", "cost")
 
     def out_spec(self, dtype) -> DTensorSpec:
@@ -34,7 +34,8 @@ class Decision:
 
 
 _decisions: dict = {}
-_model = [None]
+_model = [None]  # the cost model the cached decisions were made with
+_current_model = cost._default
 
 
 def _const_key(value):
@@ -46,11 +47,10 @@ def _const_key(value):
 
 def decision_for(name: str, operands, params=()) -> "Decision":
     """The cached decision for a call, deciding it on the first call of its signature."""
-    if _model[0] is not cost.get_cost_model():
+    if _model[0] is not _current_model[0]:
         _decisions.clear()
-        _model[0] = cost.get_cost_model()
-    key = (name, params) + tuple(
-        o._spec if type(o) is DTensor else _const_key(o) for o in operands)
+        _model[0] = _current_model[0]
+    key = (name, params, *[o._spec if type(o) is DTensor else _const_key(o) for o in operands])
     decision = _decisions.get(key)
     if decision is None:
         decision = _decisions[key] = _decide(name, operands, params)
@@ -60,14 +60,20 @@ def decision_for(name: str, operands, params=()) -> "Decision":
 def dispatch(name: str, operands, params=()):
     """Run op ``name`` on ``operands`` (DTensors, scalars, arrays) with hashable ``params``."""
     decision = decision_for(name, operands, params)
-    blocks = [
-        (o._local if type(o) is DTensor else o) if run is None
-        else run(o._local if type(o) is DTensor else o)
-        for o, run in zip(operands, decision.prepare)
-    ]
-    result = decision.kernel(*blocks)
+    if decision.direct:
+        result = decision.kernel(*[o._local for o in operands])
+    else:
+        result = decision.kernel(*[
+            (o._local if type(o) is DTensor else o) if run is None
+            else run(o._local if type(o) is DTensor else o)
+            for o, run in zip(operands, decision.prepare)
+        ])
     if decision.nout > 1:
         return tuple(_wrap(r, decision) for r in result)
+    if type(result) is np.ndarray:
+        spec = decision.specs.get(result.dtype)
+        if spec is not None:
+            return DTensor(result, spec)
     return _wrap(result, decision)
 
 
@@ -101,6 +107,8 @@ def _decide(name: str, operands, params) -> Decision:
     in_layouts, out_layout, predicted = choose(call, strategy.choices, model)
     d = Decision()
     d.prepare = tuple(_preparer(o, layout, mesh, model) for o, layout in zip(operands, in_layouts))
+    # every operand a DTensor already laid out as wanted: the common, fastest case
+    d.direct = all(type(o) is DTensor and p is None for o, p in zip(operands, d.prepare))
     d.kernel = strategy.bind(in_layouts, out_layout, mesh)
     d.mesh, d.placements, d.shape, d.nout = mesh, out_layout, strategy.out_shape, strategy.nout
     d.specs, d.call, d.in_layouts, d.cost = {}, call, in_layouts, predicted

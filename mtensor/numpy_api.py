@@ -54,6 +54,8 @@ _UFUNC_REDUCTIONS = {"add": "sum", "multiply": "prod", "maximum": "max", "minimu
 
 def apply_ufunc(ufunc, method, inputs, kwargs):
     """``__array_ufunc__``: elementwise calls, and ``reduce`` for the reductions above."""
+    if not kwargs and method == "__call__" and ufunc.signature is None:
+        return _dispatch.dispatch(ufunc.__name__, inputs)
     out = kwargs.pop("out", None)
     refuse(f"{ufunc.__name__}", out=None if out is None or builtins.all(o is None for o in out) else out,
            where=kwargs.pop("where", None))

@@ -12,6 +12,7 @@ every rank computes the same answers.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Sequence, Tuple, Union
 
 import numpy as np
@@ -143,6 +144,7 @@ def local_slices(global_shape, mesh_shape, placements, coord) -> Tuple[slice, ..
     return tuple(slice(lo, hi) for lo, hi in local_bounds(global_shape, mesh_shape, placements, coord))
 
 
+@lru_cache(maxsize=8192)
 def max_local_shape(global_shape, mesh_shape, placements) -> Shape:
     """The largest block: coordinate 0 everywhere holds the biggest piece under array_split.
 

@@ -5,7 +5,7 @@ before any collective starts and no rank is left waiting.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Sequence, Tuple
 
@@ -20,6 +20,15 @@ class DTensorSpec:
     placements: Tuple[Placement, ...]
     shape: Tuple[int, ...]
     dtype: np.dtype
+    _hash: int = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self):
+        # Specs key every dispatch cache: hash once, not field by field on each lookup.
+        object.__setattr__(self, "_hash", hash((self.mesh, self.placements, self.shape,
+                                                self.dtype)))
+
+    def __hash__(self) -> int:
+        return self._hash
 
     def __repr__(self) -> str:
         return f"Spec({list(self.placements)}, shape={self.shape}, dtype={self.dtype})"

@@ -70,20 +70,27 @@ def reduction_rule(call: OpCall) -> Strategy:
     return Strategy(_out_shape(operand.shape, axes, keepdims), choices, kernel_for=kernel_for)
 
 
+# numpy's reductions as ufunc reduces (what np.sum & co. call, minus their Python wrapper)
+_UFUNC_OF = {"sum": np.add, "prod": np.multiply, "max": np.maximum, "min": np.minimum,
+             "any": np.logical_or, "all": np.logical_and}
+
+
 def _kernel(name, operand, axis, axes, keepdims, dtype, split):
-    fn = getattr(np, name)
     if name in ("argmax", "argmin"):
+        fn = getattr(np, name)
         return lambda a: fn(a, axis=axis, keepdims=keepdims)
+    if name == "mean":
+        return _split_mean(operand, axes, keepdims, dtype) if split else (
+            lambda a: np.mean(a, axis=axes, dtype=dtype, keepdims=keepdims))
+    reduce = _UFUNC_OF[name].reduce
     if name in ("any", "all"):
-        return lambda a: fn(a, axis=axes, keepdims=keepdims)
-    if split and name in ("max", "min"):
-        identity = REDUCE_OPS[name].identity(operand.dtype)
-        return lambda a: fn(a, axis=axes, keepdims=keepdims, initial=identity)
-    if split and name == "mean":
-        return _split_mean(operand, axes, keepdims, dtype)
+        return lambda a: reduce(a, axis=axes, dtype=bool, keepdims=keepdims)
     if name in ("max", "min"):
-        return lambda a: fn(a, axis=axes, keepdims=keepdims)
-    return lambda a: fn(a, axis=axes, dtype=dtype, keepdims=keepdims)
+        if split:
+            identity = REDUCE_OPS[name].identity(operand.dtype)
+            return lambda a: reduce(a, axis=axes, keepdims=keepdims, initial=identity)
+        return lambda a: reduce(a, axis=axes, keepdims=keepdims)
+    return lambda a: reduce(a, axis=axes, dtype=dtype, keepdims=keepdims)
 
 
 def _split_mean(operand, axes, keepdims, dtype):

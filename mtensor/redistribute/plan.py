@@ -6,6 +6,10 @@ may split or unsplit tensor dim ``d`` on mesh dim ``i`` only if no later mesh di
 ``d``, because that later split would cut across the pieces being moved.  A shortest-path
 search over layouts (Dijkstra, priced by the cost model) then finds the cheapest legal chain,
 so nested layouts such as ``[S(0), S(0)] -> [S(1), S(0)]`` come out in the fewest steps.
+Chains are ranked by their number of collectives first, then by predicted time: the cost
+model alone would sometimes detour (split on a fast mesh dim, reduce the smaller piece on a
+slow one, gather back), which saves bandwidth only across a slow link and always costs an
+extra collective; the expert's plan, and so ours, is one collective per changed mesh dim.
 Mesh dims of size 1 hold the same block under any placement and are relabelled for free.
 
 Plans depend only on shapes and placements, never on rank-local data, so every rank builds
@@ -112,25 +116,27 @@ def _moves(layout: Layout, target: Layout, mesh_shape, ndim: int):
 
 @lru_cache(maxsize=4096)
 def _search(src: Layout, dst: Layout, shape, mesh_shape, itemsize, model: CostModel) -> Plan:
+    """Dijkstra over layouts, ranking chains by (number of collectives, predicted time)."""
     ndim = len(shape)
-    best = {src: 0.0}
-    heap = [(0.0, 0, 0, src, ())]
+    best = {src: (0, 0.0)}
+    heap = [(0, 0.0, 0, src, ())]
     counter = 0
     while heap:
-        cost, nsteps, _, layout, steps = heapq.heappop(heap)
+        ncoll, cost, _, layout, steps = heapq.heappop(heap)
         if layout == dst:
             return Plan(steps, cost, src, dst)
-        if cost > best.get(layout, math.inf):
+        if (ncoll, cost) > best.get(layout, (math.inf, math.inf)):
             continue
         for i, placement, kind in _moves(layout, dst, mesh_shape, ndim):
             new = layout[:i] + (placement,) + layout[i + 1:]
             nbytes, moved = _step_bytes(kind, layout, new, shape, mesh_shape, i, itemsize)
-            new_cost = cost + model.step_time(kind, i, mesh_shape[i], nbytes)
-            if new_cost < best.get(new, math.inf):
-                best[new] = new_cost
+            rank = (ncoll + (not kind.startswith("local")),
+                    cost + model.step_time(kind, i, mesh_shape[i], nbytes))
+            if rank < best.get(new, (math.inf, math.inf)):
+                best[new] = rank
                 counter += 1
                 step = Step(kind, i, layout, new, moved)
-                heapq.heappush(heap, (new_cost, nsteps + 1, counter, new, steps + (step,)))
+                heapq.heappush(heap, rank + (counter, new, steps + (step,)))
     raise ValueError(f"redistribute: no plan from {list(src)} to {list(dst)} for shape {shape}")
 
 
@@ -141,8 +147,29 @@ def plan_redistribute(
     model = get_cost_model() if model is None else model
     # A size-1 mesh dim holds the whole tensor under any placement: relabel it for free.
     start = tuple(d if n == 1 else s for s, d, n in zip(src, dst, mesh_shape))
-    plan = _search(start, tuple(dst), tuple(shape), tuple(mesh_shape), itemsize, model)
+    args = (start, tuple(dst), tuple(shape), tuple(mesh_shape), itemsize, model)
+    plan = _direct(*args) or _search(*args)
     return Plan(plan.steps, plan.cost, tuple(src), tuple(dst))
+
+
+@lru_cache(maxsize=4096)
+def _direct(src: Layout, dst: Layout, shape, mesh_shape, itemsize, model: CostModel):
+    """The one-step plan when layouts differ on one mesh dim and that step is legal.
+
+    Any other chain must also change that mesh dim, so it has at least as many collectives,
+    and any detour would cost more of them (the unit tests check this against the search);
+    skipping the search makes a first call of a new signature cheap.
+    """
+    diff = [i for i, (s, d) in enumerate(zip(src, dst)) if s != d]
+    if len(diff) != 1:
+        return None if diff else Plan((), 0.0, src, dst)
+    i = diff[0]
+    kind = _step_kind(src, mesh_shape, i, dst[i], dst)
+    if kind is None:
+        return None
+    nbytes, moved = _step_bytes(kind, src, dst, shape, mesh_shape, i, itemsize)
+    return Plan((Step(kind, i, src, dst, moved),), model.step_time(kind, i, mesh_shape[i], nbytes),
+                src, dst)
 
 
 def plan_cache_info():
