@@ -116,16 +116,21 @@ def _moves(layout: Layout, target: Layout, mesh_shape, ndim: int):
 
 @lru_cache(maxsize=4096)
 def _search(src: Layout, dst: Layout, shape, mesh_shape, itemsize, model: CostModel) -> Plan:
-    """Dijkstra over layouts, ranking chains by (number of collectives, predicted time)."""
+    """A* over layouts, ranking chains by (number of collectives, predicted time).
+
+    The heuristic counts mesh dims still Shard or Partial where the target differs: each
+    needs a collective of its own, and a local step never removes one, so it is consistent.
+    """
     ndim = len(shape)
     best = {src: (0, 0.0)}
-    heap = [(0, 0.0, 0, src, ())]
+    parent = {}
+    heap = [(_needed(src, dst), 0.0, 0, 0, src)]
     counter = 0
     while heap:
-        ncoll, cost, _, layout, steps = heapq.heappop(heap)
+        _, cost, _, ncoll, layout = heapq.heappop(heap)
         if layout == dst:
-            return Plan(steps, cost, src, dst)
-        if (ncoll, cost) > best.get(layout, (math.inf, math.inf)):
+            return Plan(_chain(parent, src, dst), cost, src, dst)
+        if (ncoll, cost) > best[layout]:
             continue
         for i, placement, kind in _moves(layout, dst, mesh_shape, ndim):
             new = layout[:i] + (placement,) + layout[i + 1:]
@@ -134,10 +139,24 @@ def _search(src: Layout, dst: Layout, shape, mesh_shape, itemsize, model: CostMo
                     cost + model.step_time(kind, i, mesh_shape[i], nbytes))
             if rank < best.get(new, (math.inf, math.inf)):
                 best[new] = rank
+                parent[new] = (layout, kind, i, moved)
                 counter += 1
-                step = Step(kind, i, layout, new, moved)
-                heapq.heappush(heap, rank + (counter, new, steps + (step,)))
+                heapq.heappush(heap, (rank[0] + _needed(new, dst), rank[1], counter, rank[0], new))
     raise ValueError(f"redistribute: no plan from {list(src)} to {list(dst)} for shape {shape}")
+
+
+def _needed(layout: Layout, dst: Layout) -> int:
+    return sum(p != q and not isinstance(p, Replicate) for p, q in zip(layout, dst))
+
+
+def _chain(parent, src: Layout, dst: Layout) -> Tuple[Step, ...]:
+    """The steps that led the search from ``src`` to ``dst``."""
+    steps, layout = [], dst
+    while layout != src:
+        before, kind, i, moved = parent[layout]
+        steps.append(Step(kind, i, before, layout, moved))
+        layout = before
+    return tuple(reversed(steps))
 
 
 def plan_redistribute(
