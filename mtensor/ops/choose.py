@@ -2,8 +2,8 @@
 
 Each candidate is priced by what it costs to bring every operand to the placements it wants
 (``CostModel.change_time`` on the operand's current block), so a candidate that needs no
-communication costs nothing and wins.  Ties go to the earlier choice in the rule's list, so
-every rank decides alike.  Mesh dims are decided one after another; a choice on one mesh dim
+communication costs nothing and wins.  Ties go to the choice that relabels fewer operands, then
+to the earlier choice in the rule's list, so every rank decides alike.  Mesh dims are decided one after another; a choice on one mesh dim
 does not change what another costs, because each rule is written for one mesh dim.
 """
 from __future__ import annotations
@@ -22,16 +22,19 @@ def _change_cost(placements, mesh_dim, want, shape, mesh_shape, itemsize, model)
     return model.change_time(placements[mesh_dim], want, mesh_dim, mesh_shape[mesh_dim], block)
 
 
-def _price(call: OpCall, mesh_dim: int, choice: Choice, model) -> float:
-    cost = 0.0
+def _price(call: OpCall, mesh_dim: int, choice: Choice, model) -> Tuple[float, int]:
+    """(predicted seconds, operands relabelled): on a tie, fewer changed placements win, so a
+    size-1 mesh dim (where every change is free) keeps the operands' layout."""
+    cost, moved = 0.0, 0
     for operand, want in zip(call.operands, choice.inputs):
         if operand.placements is None:
             if isinstance(want, Partial):
-                return math.inf  # a constant cannot be split into partial terms
+                return math.inf, 0  # a constant cannot be split into partial terms
             continue
         cost += _change_cost(operand.placements, mesh_dim, want, operand.shape,
                              call.mesh_shape, operand.dtype.itemsize, model)
-    return cost
+        moved += operand.placements[mesh_dim] != want
+    return cost, moved
 
 
 def choose(call: OpCall, choices, model) -> Tuple[Tuple[Layout, ...], Layout, float]:
@@ -39,7 +42,7 @@ def choose(call: OpCall, choices, model) -> Tuple[Tuple[Layout, ...], Layout, fl
     wanted: List[list] = [[] for _ in call.operands]
     output, total = [], 0.0
     for mesh_dim in range(len(call.mesh_shape)):
-        best, best_cost = None, math.inf
+        best, best_cost = None, (math.inf, 0)
         for choice in choices:
             cost = _price(call, mesh_dim, choice, model)
             if cost < best_cost:
@@ -50,5 +53,5 @@ def choose(call: OpCall, choices, model) -> Tuple[Tuple[Layout, ...], Layout, fl
         for j, want in enumerate(best.inputs):
             wanted[j].append(want)
         output.append(best.output)
-        total += best_cost
+        total += best_cost[0]
     return tuple(tuple(w) for w in wanted), tuple(output), total

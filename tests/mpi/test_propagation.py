@@ -1,0 +1,123 @@
+"""The collectives an expert would place come out on their own (counted with CommDebugMode),
+and mixing DTensors with numpy values or bad operands behaves as documented."""
+import numpy as np
+import pytest
+
+import mtensor as mt
+from mpi_helpers import WORLD, assert_all_ranks, random_array
+from mtensor import Partial, Replicate, Shard
+
+R, S0, S1 = Replicate(), Shard(0), Shard(1)
+
+
+def _mlp_mesh():
+    """(dp, tp) mesh: 2 x n/2 where the world allows, else 1 x n."""
+    dp = 2 if WORLD.size % 2 == 0 and WORLD.size > 2 else 1
+    return mt.init_device_mesh((dp, WORLD.size // dp), mesh_dim_names=("dp", "tp"))
+
+
+@pytest.mark.mpi
+def test_megatron_block_runs_one_all_reduce():
+    """Column-parallel A, row-parallel B, batch-sharded X: no collective until the final
+    Partial -> Replicate on the tp axis, which is one all-reduce."""
+    mesh = _mlp_mesh()
+    x, a, b = random_array((8, 16), seed=1), random_array((16, 32), seed=2), random_array((32, 16), seed=3)
+    X = mt.distribute_tensor(x, mesh, [S0, R])
+    A = mt.distribute_tensor(a, mesh, [R, S1])
+    B = mt.distribute_tensor(b, mesh, [R, S0])
+    with mt.CommDebugMode() as comm:
+        H = np.maximum(X @ A, 0)
+        Y = H @ B
+        assert comm.get_total_counts() == 0
+        assert H.placements == (S0, S1) and Y.placements == (S0, Partial())
+        out = Y.redistribute(mesh, [S0, R])
+    expected = {"all_reduce": 1} if mesh.shape[1] > 1 else {}
+    assert comm.get_comm_counts() == expected
+    assert np.array_equal(out.full_tensor(), np.maximum(x @ a, 0) @ b)
+
+
+@pytest.mark.mpi
+def test_data_parallel_weight_gradient_is_partial():
+    """X^T @ dY with both batch-sharded contracts the sharded batch: Partial(sum), which one
+    all-reduce turns into the data-parallel gradient."""
+    mesh = mt.init_device_mesh((WORLD.size,))
+    x, dy = random_array((12, 5), seed=4), random_array((12, 3), seed=5)
+    X, DY = (mt.distribute_tensor(v, mesh, [S0]) for v in (x, dy))
+    with mt.CommDebugMode() as comm:
+        grad = X.T @ DY
+        assert grad.placements == (Partial(),)
+        full = grad.full_tensor()
+    assert comm.get_comm_counts() == ({"all_reduce": 1} if WORLD.size > 1 else {})
+    assert np.array_equal(full, x.T @ dy)
+
+
+@pytest.mark.mpi
+def test_misaligned_annotation_pays_and_the_cost_model_says_how_much():
+    from mtensor.dispatch import decision_for
+    mesh = mt.init_device_mesh((WORLD.size,))
+    x, a = random_array((8, 16), seed=1), random_array((16, 32), seed=2)
+    good = decision_for("matmul", (mt.distribute_tensor(x, mesh, [R]),
+                                   mt.distribute_tensor(a, mesh, [S1])))
+    bad = decision_for("matmul", (mt.distribute_tensor(x, mesh, [S1]),
+                                  mt.distribute_tensor(a, mesh, [S1])))
+    assert good.cost == 0
+    assert (bad.cost > 0) == (WORLD.size > 1)
+
+
+@pytest.mark.mpi
+def test_partial_algebra_keeps_partials_and_reduces_before_nonlinear_ops():
+    mesh = mt.init_device_mesh((WORLD.size,))
+    x = random_array((6, 4), seed=6)
+    bias = mt.distribute_tensor(random_array((4,), seed=7), mesh, [R])
+    P = mt.distribute_tensor(x, mesh, [Partial()])
+    with mt.CommDebugMode() as comm:
+        kept = [P + P, P * 2.0, (P - bias) / 4, -P]
+    assert comm.get_total_counts() == 0
+    if WORLD.size > 1:  # on one rank every layout is the same and any label is free
+        assert all(k.placements == (Partial(),) for k in kept)
+    for got, want in zip(kept, [x + x, x * 2.0, (x - bias.full_tensor()) / 4, -x]):
+        assert np.array_equal(got.full_tensor(), want)
+    with mt.CommDebugMode() as comm:
+        e = np.exp(P / 10)  # reduces first: reduce_scatter (cheapest) or all-reduce
+    assert not isinstance(e.placements[0], Partial)
+    assert comm.get_total_counts() == (WORLD.size > 1)
+    assert np.allclose(e.full_tensor(), np.exp(x / 10))
+    M = mt.distribute_tensor(x, mesh, [Partial("max")])
+    assert np.maximum(M, M).placements == (Partial("max"),)
+    assert np.array_equal((-M).full_tensor(), -x)
+
+
+@pytest.mark.mpi
+def test_numpy_values_mix_in_as_replicated():
+    mesh = mt.init_device_mesh((WORLD.size,))
+    x, row = random_array((7, 3), seed=8), random_array((3,), seed=9)
+    X = mt.distribute_tensor(x, mesh, [S0])
+    with mt.CommDebugMode() as comm:
+        out = [X + row, row * X, X @ np.eye(3), np.float32(2) * X, X > 0.5]
+    assert comm.get_total_counts() == 0
+    for got, want in zip(out, [x + row, row * x, x @ np.eye(3), np.float32(2) * x, x > 0.5]):
+        assert isinstance(got, mt.DTensor) and got.dtype == want.dtype
+        assert np.array_equal(got.full_tensor(), want)
+    assert float(X.sum()) == x.sum() and np.asarray(X).shape == x.shape
+
+
+@pytest.mark.mpi
+def test_bad_operands_raise_the_same_clear_error_everywhere():
+    mesh = mt.init_device_mesh((WORLD.size,))
+    X = mt.distribute_tensor(random_array((8, 6)), mesh, [S0])
+    W = mt.distribute_tensor(random_array((5, 4)), mesh, [R])
+    with pytest.raises(ValueError, match=r"matmul of \(8, 6\) \[S\(0\)\], \(5, 4\) \[R\].*inner dims differ \(6 != 5\)"):
+        X @ W
+    with pytest.raises(ValueError, match=r"do not broadcast"):
+        X + W
+    with pytest.raises(TypeError, match=r"numpy.linalg.*inv.*full_tensor\(\)"):
+        np.linalg.inv(X)
+    with pytest.raises(TypeError, match=r"out.*not supported"):
+        np.add(X, X, out=X)
+    with pytest.raises(TypeError, match="advanced indexing"):
+        X[[0, 1]]
+    other = mt.init_device_mesh((WORLD.size,), mesh_dim_names=("other",))
+    Y = mt.distribute_tensor(random_array((8, 6)), other, [S0])
+    with pytest.raises(ValueError, match="different meshes"):
+        X + Y
+    assert_all_ranks(True, "every rank raised alike")
