@@ -13,13 +13,15 @@ from .numpy_shapes import (
     transpose,
 )
 from .placement import Partial, Replicate, Shard
+from .redistribute.calibrate import calibrate
+from .redistribute.cost import CostModel, get_cost_model, set_cost_model
 
 __all__ = [
-    "CommDebugMode", "DTensor", "DeviceMesh", "Partial", "Replicate", "Shard", "all", "any",
-    "arange", "argmax", "argmin", "astype", "broadcast_to", "clip", "concatenate", "copy", "dot",
-    "einsum", "empty", "empty_like", "expand_dims", "full", "full_like", "distribute_tensor",
+    "CommDebugMode", "CostModel", "DTensor", "DeviceMesh", "Partial", "Replicate", "Shard", "all", "any",
+    "arange", "argmax", "argmin", "astype", "broadcast_to", "calibrate", "clip", "concatenate", "copy", "dot",
+    "einsum", "empty", "empty_like", "expand_dims", "full", "full_like", "distribute_tensor", "get_cost_model",
     "init_device_mesh", "matmul", "max", "mean", "min", "moveaxis", "ones", "ones_like", "prod",
-    "random", "ravel", "reshape", "squeeze", "stack", "std", "sum", "swapaxes", "tensordot",
+    "random", "ravel", "reshape", "set_cost_model", "squeeze", "stack", "std", "sum", "swapaxes", "tensordot",
     "transpose", "var", "where", "zeros", "zeros_like",
 ]
 __version__ = "0.1.0"

@@ -121,3 +121,18 @@ def test_bad_operands_raise_the_same_clear_error_everywhere():
     with pytest.raises(ValueError, match="different meshes"):
         X + Y
     assert_all_ranks(True, "every rank raised alike")
+
+
+@pytest.mark.mpi
+def test_calibrate_installs_one_model_on_every_rank(mesh):
+    before = mt.get_cost_model()
+    try:
+        model = mt.calibrate(mesh, large_bytes=1 << 16, repeats=2)
+        assert mt.get_cost_model() is model and len(model.per_dim) == mesh.ndim
+        assert all(a > 0 and b > 0 for a, b in model.per_dim) and model.copy_beta > 0
+        models = WORLD.allgather(model)
+        assert_all_ranks(all(m == models[0] for m in models), f"models differ: {models}")
+        X = mt.distribute_tensor(random_array((8, 4)), mesh, [S0] + [R] * (mesh.ndim - 1))
+        assert np.array_equal((X @ np.eye(4)).full_tensor(), random_array((8, 4)))
+    finally:
+        mt.set_cost_model(before)
