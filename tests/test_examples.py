@@ -1,0 +1,19 @@
+"""The example and the dispatch benchmark run as a user would run them, under mpiexec."""
+import pytest
+
+from test_mpi_suites import run_under_mpi
+
+
+@pytest.mark.parametrize("n", [1, 4])
+def test_quickstart_runs_one_all_reduce(n):
+    result = run_under_mpi(n, ["examples/quickstart.py"], timeout=120)
+    assert result.returncode == 0, result.stdout
+    assert "matches numpy: True" in result.stdout
+    expected = "{'all_reduce': 1}" if n > 1 else "{}"
+    assert f"collectives: {expected}" in result.stdout
+
+
+def test_dispatch_benchmark_runs():
+    result = run_under_mpi(2, ["benchmarks/dispatch_vs_torch.py", "--quick"], timeout=180)
+    assert result.returncode == 0, result.stdout
+    assert "| x + y |" in result.stdout and "first call on a new shape" in result.stdout
