@@ -1,5 +1,9 @@
 """mtensor: eager distributed tensors over MPI, in the spirit of PyTorch's DTensor."""
 from . import random
+from .comm import abort as _abort
+from .comm import guard as _guard
+from .comm.abort import set_abort_on_error
+from .comm.guard import CollectiveMismatchError, set_checks, set_timeout
 from .creation import arange, empty, empty_like, full, full_like, ones, ones_like, zeros, zeros_like
 from .debug import CommDebugMode
 from .dtensor import DTensor, distribute_tensor
@@ -17,11 +21,14 @@ from .redistribute.calibrate import calibrate
 from .redistribute.cost import CostModel, get_cost_model, set_cost_model
 
 __all__ = [
-    "CommDebugMode", "CostModel", "DTensor", "DeviceMesh", "Partial", "Replicate", "Shard", "all", "any",
+    "CollectiveMismatchError", "CommDebugMode", "CostModel", "DTensor", "DeviceMesh", "Partial", "Replicate", "Shard", "all", "any",
     "arange", "argmax", "argmin", "astype", "broadcast_to", "calibrate", "clip", "concatenate", "copy", "dot",
     "einsum", "empty", "empty_like", "expand_dims", "full", "full_like", "distribute_tensor", "get_cost_model",
     "init_device_mesh", "matmul", "max", "mean", "min", "moveaxis", "ones", "ones_like", "prod",
-    "random", "ravel", "reshape", "set_cost_model", "squeeze", "stack", "std", "sum", "swapaxes", "tensordot",
+    "random", "ravel", "reshape", "set_abort_on_error", "set_checks", "set_cost_model", "set_timeout", "squeeze", "stack", "std", "sum", "swapaxes", "tensordot",
     "transpose", "var", "where", "zeros", "zeros_like",
 ]
 __version__ = "0.1.0"
+
+_abort.configure_from_env()
+_guard.configure_from_env()

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .comm import guard
 from .dtensor import DTensor, _redistribution
 from .ops import RULES, OpCall, Operand, choose
 from .placement import Replicate, local_slices
@@ -63,6 +64,7 @@ def dispatch(name: str, operands, params=()):
     if decision.direct:
         result = decision.kernel(*[o._local for o in operands])
     else:
+        guard.state.op = name
         result = decision.kernel(*[
             (o._local if type(o) is DTensor else o) if run is None
             else run(o._local if type(o) is DTensor else o)

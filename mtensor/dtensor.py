@@ -7,12 +7,14 @@ planner and executor, the checks from ``spec``.
 from __future__ import annotations
 
 import math
+from contextlib import contextmanager
 from functools import lru_cache
 from typing import Optional, Sequence
 
 import numpy as np
 
 from . import comm
+from .comm import guard
 from .debug.comm_mode import record
 from .placement import (
     Partial,
@@ -81,6 +83,7 @@ class DTensor:
     def full_tensor(self) -> np.ndarray:
         """The whole tensor on every rank (a collective: every rank must call it)."""
         replicated = (Replicate(),) * self.device_mesh.ndim
+        guard.state.op = "full_tensor"
         return self._redistribute(replicated)._local
 
     def redistribute(self, device_mesh=None, placements: Optional[Sequence[Placement]] = None):
@@ -91,6 +94,7 @@ class DTensor:
             placements = self.placements
         placements = check_placements("redistribute", placements, mesh, self.shape)
         check_no_partial_target("redistribute", placements)
+        guard.state.op = "redistribute"
         return self._redistribute(placements)
 
     def _redistribute(self, placements) -> "DTensor":
@@ -125,13 +129,26 @@ class DTensor:
         if shape is None and not sharded and not run_check:
             shape = local.shape
         elif shape is None or run_check:
-            blocks = comm.allgather_object(device_mesh.comm, (local.shape, local.dtype.str))
+            with guarded("from_local", "allgather", local.shape, local.dtype, device_mesh):
+                blocks = comm.allgather_object(device_mesh.comm, (local.shape, local.dtype.str))
             if shape is None:
                 shape = infer_global_shape(blocks, device_mesh.shape, placements)
             check_local_shapes(blocks, device_mesh.shape, placements, tuple(shape))
         shape = check_shape("from_local", shape, local.ndim)
         spec = DTensorSpec(device_mesh, placements, shape, local.dtype)
         return DTensor(local, spec)
+
+
+@contextmanager
+def guarded(op: str, kind: str, shape, dtype, mesh):
+    """Announce a constructor's collective to the check mode and the timeout."""
+    if guard.state.active:
+        guard.state.op = op
+        guard.before(guard.describe(kind, -1, shape, dtype), mesh.comm)
+    try:
+        yield
+    finally:
+        guard.after()
 
 
 @lru_cache(maxsize=4096)
@@ -151,7 +168,8 @@ def _scatter_from(array, spec: DTensorSpec, root: int) -> np.ndarray:
     if not any(isinstance(p, Shard) for p in spec.placements):
         if is_root:
             out[...] = array
-        comm.broadcast(mesh.comm, out, root)
+        with guarded("distribute_tensor", "broadcast", spec.shape, spec.dtype, mesh):
+            comm.broadcast(mesh.comm, out, root)
         record("broadcast", -1, out.shape, out.dtype, out.nbytes)
         return out
     coords = mesh_coords(mesh.shape)
@@ -162,7 +180,8 @@ def _scatter_from(array, spec: DTensorSpec, root: int) -> np.ndarray:
             [array[local_slices(spec.shape, mesh.shape, spec.placements, c)].reshape(-1)
              for c in coords]
         )
-    comm.scatter_v(mesh.comm, send, out, counts, root)
+    with guarded("distribute_tensor", "scatter", spec.shape, spec.dtype, mesh):
+        comm.scatter_v(mesh.comm, send, out, counts, root)
     record("scatter", -1, out.shape, out.dtype, out.nbytes)
     return out
 

@@ -1,7 +1,8 @@
 """Launches the MPI suites (tests/mpi) under mpiexec at 1, 2, 3, 4 and 8 ranks.
 
 Each launch has a wall-clock limit: a deadlock fails this test in minutes (the whole process
-group is killed) instead of stalling CI.  Set MTENSOR_MPIEXEC to use another launcher
+group is killed) instead of stalling CI; inside it, MTENSOR_TIMEOUT (default 120 s here)
+aborts the job at the first collective that hangs and names it.  Set MTENSOR_MPIEXEC to use another launcher
 (e.g. a cluster's ``mpiexec``); MTENSOR_MPI_SIZES=2,4 runs a subset.
 """
 import os
@@ -31,6 +32,7 @@ def mpiexec() -> str:
 def run_under_mpi(n: int, args, timeout: int = LAUNCH_TIMEOUT_S) -> subprocess.CompletedProcess:
     """Run ``python args...`` on ``n`` ranks; kill the whole job if it outlives ``timeout``."""
     env = dict(os.environ, MTENSOR_MPI_SUITE="1", PYTHONUNBUFFERED="1")
+    env.setdefault("MTENSOR_TIMEOUT", "120")
     proc = subprocess.Popen(
         [mpiexec(), "-n", str(n), sys.executable, *args],
         cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,

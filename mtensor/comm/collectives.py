@@ -9,13 +9,27 @@ from __future__ import annotations
 import numpy as np
 from mpi4py import MPI
 
+def _nan_op(ufunc):
+    """An MPI op that combines floats with ``ufunc`` (np.maximum/np.minimum), so a NaN on any
+    rank gives NaN as numpy does; MPI's built-in MAX/MIN may drop it, depending on order."""
+    def combine(inbuf, inoutbuf, datatype):
+        dtype = np.dtype(datatype.tocode())
+        ufunc(np.frombuffer(inbuf, dtype), np.frombuffer(inoutbuf, dtype),
+              out=np.frombuffer(inoutbuf, dtype))
+    return MPI.Op.Create(combine, commute=True)
+
+
 _MPI_OPS = {"sum": MPI.SUM, "avg": MPI.SUM, "max": MPI.MAX, "min": MPI.MIN}
 _MPI_BOOL_OPS = {"sum": MPI.LOR, "avg": MPI.LOR, "max": MPI.LOR, "min": MPI.LAND}
+_MPI_FLOAT_OPS = dict(_MPI_OPS, max=_nan_op(np.maximum), min=_nan_op(np.minimum))
 
 
 def _mpi_op(op: str, dtype: np.dtype):
-    """MPI has no MAX/MIN on booleans: they are logical OR/AND there."""
-    return (_MPI_BOOL_OPS if dtype.kind == "b" else _MPI_OPS)[op]
+    """MPI has no MAX/MIN on booleans (they are logical OR/AND there), and its MAX/MIN on
+    floats need not propagate NaN."""
+    if dtype.kind == "b":
+        return _MPI_BOOL_OPS[op]
+    return (_MPI_FLOAT_OPS if dtype.kind == "f" else _MPI_OPS)[op]
 
 
 def _bytes(buf: np.ndarray, counts=None):

@@ -12,9 +12,10 @@ import math
 import numpy as np
 
 from .. import buffers, comm
+from ..comm import guard
 from ..debug.comm_mode import record
 from ..placement import REDUCE_OPS, local_shape, shard_bounds, shard_counts
-from .cost import bus_bytes
+from .cost import COLLECTIVES, bus_bytes
 from .plan import Step, plan_redistribute
 
 
@@ -202,14 +203,27 @@ _BUILDERS = {
 class Program:
     """A plan bound to this rank: call it on the local block to run every step."""
 
-    __slots__ = ("plan", "_runs")
+    __slots__ = ("plan", "_runs", "_bound")
 
-    def __init__(self, plan, runs):
-        self.plan, self._runs = plan, tuple(runs)
+    def __init__(self, plan, runs, bound: _Bound):
+        self.plan, self._runs, self._bound = plan, tuple(runs), bound
 
     def __call__(self, local: np.ndarray) -> np.ndarray:
+        if guard.state.active:
+            return self._guarded(local)
         for run in self._runs:
             local = run(local)
+        return local
+
+    def _guarded(self, local: np.ndarray) -> np.ndarray:
+        """The same steps, each collective announced to the check mode and the timeout."""
+        b = self._bound
+        for run, step in zip(self._runs, self.plan.steps):
+            if step.kind in COLLECTIVES:
+                guard.before(guard.describe(step.kind, step.mesh_dim, b.shape, b.dtype),
+                             b.mesh.comm)
+            local = run(local)
+            guard.after()
         return local
 
 
@@ -218,4 +232,4 @@ def bind_program(mesh, src, dst, shape, dtype, model) -> Program:
     caches it per spec)."""
     plan = plan_redistribute(src, dst, shape, mesh.shape, dtype.itemsize, model)
     bound = _Bound(mesh, shape, dtype)
-    return Program(plan, [_BUILDERS[s.kind](s, bound) for s in plan.steps])
+    return Program(plan, [_BUILDERS[s.kind](s, bound) for s in plan.steps], bound)
