@@ -26,10 +26,10 @@ _MPI_FLOAT_OPS = dict(_MPI_OPS, max=_nan_op(np.maximum), min=_nan_op(np.minimum)
 
 def _mpi_op(op: str, dtype: np.dtype):
     """MPI has no MAX/MIN on booleans (they are logical OR/AND there), and its MAX/MIN on
-    floats need not propagate NaN."""
+    floats need not propagate NaN (nor order complex numbers as numpy does)."""
     if dtype.kind == "b":
         return _MPI_BOOL_OPS[op]
-    return (_MPI_FLOAT_OPS if dtype.kind == "f" else _MPI_OPS)[op]
+    return (_MPI_FLOAT_OPS if dtype.kind in "fc" else _MPI_OPS)[op]
 
 
 def _bytes(buf: np.ndarray, counts=None):

@@ -1,0 +1,84 @@
+"""Data safety over real MPI: NaN and inf travel through every collective and reduction as
+numpy would carry them, and no op or collective changes a dtype behind the user's back."""
+import numpy as np
+import pytest
+
+import mtensor as mt
+from mpi_helpers import assert_all_ranks, layouts, random_array
+from mtensor import Partial, Replicate, Shard
+
+SPECIAL = np.array([[np.nan, 1.0, -np.inf, 2.0],
+                    [3.0, np.inf, 4.0, np.nan],
+                    [-1.0, 0.0, np.nan, np.inf],
+                    [5.0, -2.0, 6.0, -np.inf],
+                    [np.inf, np.nan, 7.0, 8.0]])
+
+
+def _same(got, want):
+    return got.dtype == want.dtype and got.shape == want.shape and np.array_equal(
+        got, want, equal_nan=True)
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("op", ["sum", "max", "min"])
+def test_nan_and_inf_survive_every_redistribution(mesh, op):
+    failures = []
+    for src in layouts(mesh.ndim, 2, (op,)):
+        x = mt.distribute_tensor(SPECIAL, mesh, src, src_data_rank=None)
+        for dst in layouts(mesh.ndim, 2, ()):
+            if not _same(x.redistribute(mesh, dst).full_tensor(), SPECIAL):
+                failures.append((src, dst))
+    assert_all_ranks(not failures, f"{failures[:3]}")
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("reduction", ["sum", "mean", "max", "min", "prod", "argmax"])
+def test_reductions_carry_nan_like_numpy(mesh, reduction):
+    failures = []
+    for placements in layouts(mesh.ndim, 2, ()):
+        x = mt.distribute_tensor(SPECIAL, mesh, placements, src_data_rank=None)
+        for axis in (None, 0, 1):
+            got = getattr(np, reduction)(x, axis=axis).full_tensor()
+            with np.errstate(invalid="ignore"):
+                want = np.asarray(getattr(np, reduction)(SPECIAL, axis=axis))
+            if not _same(got, want):
+                failures.append((placements, axis))
+    assert_all_ranks(not failures, f"{reduction}: {failures[:3]}")
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("dtype", [np.float32, np.int32, np.int8, np.uint16, np.complex64, bool])
+def test_dtypes_are_kept_through_ops_and_collectives(mesh, dtype):
+    data = random_array((7, 5)).astype(dtype)
+    failures = []
+    for placements in layouts(mesh.ndim, 2, ("sum",) if dtype is not bool else ()):
+        x = mt.distribute_tensor(data, mesh, placements, src_data_rank=None)
+        results = {
+            "full": (x.full_tensor(), data),
+            "add": ((x + x).full_tensor(), data + data),
+            "scalar": ((x * 2).full_tensor(), data * 2),
+            "sum0": (x.sum(axis=0).full_tensor(), data.sum(axis=0)),
+            "mean": (x.mean().full_tensor(), np.asarray(data.mean())),
+            "max1": (x.max(axis=1).full_tensor(), data.max(axis=1)),
+            "T": (x.T.redistribute(mesh, [Replicate()] * mesh.ndim).to_local(), data.T),
+        }
+        if dtype is not bool:
+            results["matmul"] = ((x.T @ x).full_tensor(), data.T @ data)
+        for name, (got, want) in results.items():
+            close = np.allclose(got, want, rtol=1e-5) if want.dtype.kind in "fc" else np.array_equal(got, want)
+            if got.dtype != want.dtype or not close:
+                failures.append((name, placements, got.dtype, want.dtype))
+    assert_all_ranks(not failures, f"{failures[:3]}")
+
+
+@pytest.mark.mpi
+def test_empty_shards_everywhere(mesh):
+    tiny = random_array((1, 3))
+    x = mt.distribute_tensor(tiny, mesh, [Shard(0)] * mesh.ndim)
+    outs = [x.max(axis=0), x.argmax(axis=1), x.mean(axis=0), x @ tiny.T, x + 1, x[0],
+            x.reshape(3), np.concatenate([x, x], axis=1)]
+    wants = [tiny.max(axis=0), tiny.argmax(axis=1), tiny.mean(axis=0), tiny @ tiny.T, tiny + 1,
+             tiny[0], tiny.reshape(3), np.concatenate([tiny, tiny], axis=1)]
+    bad = [k for k, (o, w) in enumerate(zip(outs, wants)) if not _same(o.full_tensor(), w)]
+    assert_all_ranks(not bad, f"ops {bad} differ on a 1-row tensor")
+    assert x.sum().placements[0] in (Partial(), Replicate())
