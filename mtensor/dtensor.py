@@ -144,7 +144,7 @@ def guarded(op: str, kind: str, shape, dtype, mesh):
     """Announce a constructor's collective to the check mode and the timeout."""
     if guard.state.active:
         guard.state.op = op
-        guard.before(guard.describe(kind, -1, shape, dtype), mesh.comm)
+        guard.before(kind, -1, tuple(shape), dtype, mesh.comm)
     try:
         yield
     finally:

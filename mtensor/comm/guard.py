@@ -19,6 +19,7 @@ import os
 import sys
 import threading
 import time
+from functools import lru_cache
 from typing import Optional
 
 import numpy as np
@@ -34,7 +35,7 @@ class _State:
     checks = False
     timeout: Optional[float] = None
     op = "an op"         # what dispatch is running (names the collectives it causes)
-    label = ""           # the collective in flight
+    pending = ()         # (kind, mesh dim, shape, dtype, op) of the collective in flight
     deadline = 0.0       # monotonic time the collective in flight must end by (0: none)
 
 
@@ -58,30 +59,37 @@ def set_timeout(seconds: Optional[float]) -> None:
         _watchdog.start()
 
 
-def describe(kind: str, mesh_dim: int, shape, dtype) -> str:
+@lru_cache(maxsize=1024)
+def describe(pending) -> str:
+    kind, mesh_dim, shape, dtype, op = pending
     where = "the whole mesh" if mesh_dim < 0 else f"mesh dim {mesh_dim}"
-    return f"{kind} on {where} of global shape {tuple(shape)} {np.dtype(dtype)} for {state.op}"
+    return f"{kind} on {where} of global shape {tuple(shape)} {np.dtype(dtype)} for {op}"
 
 
-def before(label: str, comm) -> None:
-    """Called right before a collective over ``comm`` (the mesh's communicator)."""
-    state.label = label
+def before(kind: str, mesh_dim: int, shape, dtype, comm) -> None:
+    """Called right before a collective over ``comm`` (the mesh's communicator); the text
+    describing it is only built when it is needed (a timeout, a mismatch, a new call)."""
+    state.pending = (kind, mesh_dim, shape, dtype, state.op)
     if state.timeout is not None:
         state.deadline = time.monotonic() + state.timeout
     if state.checks:
-        _agree(comm, label)
+        _agree(comm, state.pending)
 
 
 def after() -> None:
     state.deadline = 0.0
 
 
-def _fingerprint(label: str) -> int:
-    return int.from_bytes(hashlib.blake2b(label.encode(), digest_size=7).digest(), "little")
+@lru_cache(maxsize=1024)
+def _fingerprint(pending) -> int:
+    """A hash every rank computes alike (Python's ``hash`` of strings is salted per process)."""
+    text = describe(pending).encode()
+    return int.from_bytes(hashlib.blake2b(text, digest_size=7).digest(), "little")
 
 
-def _agree(comm, label: str) -> None:
-    mine = _fingerprint(label)
+def _agree(comm, pending) -> None:
+    mine = _fingerprint(pending)
+    label = describe(pending)
     seen = np.array([mine, -mine], np.int64)
     comm.Allreduce(MPI.IN_PLACE, seen, MPI.MAX)
     if seen[0] == mine and -seen[1] == mine:
@@ -104,7 +112,7 @@ def _watch() -> None:
         if deadline and time.monotonic() > deadline:
             rank = MPI.COMM_WORLD.Get_rank()
             sys.stderr.write(
-                f"[rank {rank}] mtensor: {state.label} did not complete within "
+                f"[rank {rank}] mtensor: {describe(state.pending)} did not complete within "
                 f"{state.timeout:g} s (MTENSOR_TIMEOUT); a rank is missing from it or waits "
                 f"elsewhere; aborting the job\n")
             sys.stderr.flush()

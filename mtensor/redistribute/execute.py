@@ -220,8 +220,7 @@ class Program:
         b = self._bound
         for run, step in zip(self._runs, self.plan.steps):
             if step.kind in COLLECTIVES:
-                guard.before(guard.describe(step.kind, step.mesh_dim, b.shape, b.dtype),
-                             b.mesh.comm)
+                guard.before(step.kind, step.mesh_dim, b.shape, b.dtype, b.mesh.comm)
             local = run(local)
             guard.after()
         return local
