@@ -17,7 +17,7 @@ from .numpy_shapes import (
     transpose,
 )
 from .placement import Partial, Replicate, Shard
-from .redistribute.calibrate import calibrate
+from .comm.calibrate import calibrate
 from .redistribute.cost import CostModel, get_cost_model, set_cost_model
 
 __all__ = [

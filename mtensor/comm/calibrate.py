@@ -10,9 +10,10 @@ from __future__ import annotations
 import time
 
 import numpy as np
+from mpi4py import MPI
 
 from .. import comm
-from .cost import CostModel, bus_bytes, get_cost_model, set_cost_model
+from ..redistribute.cost import CostModel, bus_bytes, get_cost_model, set_cost_model
 
 
 def _median_time(fn, repeats: int) -> float:
@@ -35,9 +36,13 @@ def _link(group, large_bytes: int, repeats: int):
     return alpha, moved / max(t - alpha, 1e-9)
 
 
-def calibrate(mesh, large_bytes: int = 4 << 20, repeats: int = 5, install: bool = True) -> CostModel:
-    """Measure every mesh dim (a collective over the mesh), return the model and, with
-    ``install``, use it for every later strategy choice and plan."""
+def calibrate(mesh=None, large_bytes: int = 4 << 20, repeats: int = 5,
+              install: bool = True) -> CostModel:
+    """Measure every mesh dim (a collective over the mesh; default: a 1-D mesh of every
+    rank), return the model and, with ``install``, use it for every later choice and plan."""
+    if mesh is None:
+        from ..mesh import init_device_mesh
+        mesh = init_device_mesh((MPI.COMM_WORLD.size,))
     default = get_cost_model()
     measured = np.zeros(2 * mesh.ndim + 1, np.float64)
     for dim in range(mesh.ndim):
