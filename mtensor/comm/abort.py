@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 import time
 import traceback
 
 from mpi4py import MPI
 
 _previous = sys.excepthook
+_previous_thread_hook = threading.excepthook
 
 
 def _abort_hook(kind, value, tb) -> None:
@@ -29,9 +31,17 @@ def _abort_hook(kind, value, tb) -> None:
     MPI.COMM_WORLD.Abort(1)
 
 
+def _thread_hook(args) -> None:
+    if args.exc_type is SystemExit:
+        return
+    _abort_hook(args.exc_type, args.exc_value, args.exc_traceback)
+
+
 def set_abort_on_error(enabled: bool) -> None:
-    """Whether an uncaught exception on one rank aborts every rank (the default under MPI)."""
+    """Whether an uncaught exception on one rank (in any thread) aborts every rank (the
+    default under MPI)."""
     sys.excepthook = _abort_hook if enabled else _previous
+    threading.excepthook = _thread_hook if enabled else _previous_thread_hook
 
 
 def configure_from_env() -> None:

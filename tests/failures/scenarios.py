@@ -59,6 +59,15 @@ def one_rank_raises():
     x.full_tensor()
 
 
+def thread_raises():
+    import threading
+    x = mt.distribute_tensor(np.ones((4, 4)), mesh(), [S0])
+    if RANK == 0:
+        threading.Thread(target=lambda: 1 / 0).start()
+        time.sleep(60)
+    x.full_tensor()
+
+
 def divergent_collectives():
     mt.set_checks(True)
     x = mt.distribute_tensor(np.ones((4, 4)), mesh(), [S0])
