@@ -1,5 +1,7 @@
 """mtensor: eager distributed tensors over MPI, in the spirit of PyTorch's DTensor."""
-from . import random
+from . import optim, random
+from .autodiff import vjps as _vjps  # noqa: F401  (registers the gradient rules)
+from .autodiff.api import grad, value_and_grad
 from .comm import abort as _abort
 from .comm import guard as _guard
 from .comm.abort import set_abort_on_error
@@ -23,10 +25,10 @@ from .redistribute.cost import CostModel, get_cost_model, set_cost_model
 __all__ = [
     "CollectiveMismatchError", "CommDebugMode", "CostModel", "DTensor", "DeviceMesh", "Partial", "Replicate", "Shard", "all", "any",
     "arange", "argmax", "argmin", "astype", "broadcast_to", "calibrate", "clip", "concatenate", "copy", "dot",
-    "einsum", "empty", "empty_like", "expand_dims", "full", "full_like", "distribute_tensor", "get_cost_model",
-    "init_device_mesh", "matmul", "max", "mean", "min", "moveaxis", "ones", "ones_like", "prod",
+    "einsum", "empty", "empty_like", "expand_dims", "full", "full_like", "distribute_tensor", "get_cost_model", "grad",
+    "init_device_mesh", "matmul", "optim", "max", "mean", "min", "moveaxis", "ones", "ones_like", "prod",
     "random", "ravel", "reshape", "set_abort_on_error", "set_checks", "set_cost_model", "set_timeout", "squeeze", "stack", "std", "sum", "swapaxes", "tensordot",
-    "transpose", "var", "where", "zeros", "zeros_like",
+    "transpose", "value_and_grad", "var", "where", "zeros", "zeros_like",
 ]
 __version__ = "0.1.0"
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .autodiff import tape
 from .comm import guard
 from .dtensor import DTensor, _redistribution
 from .ops import RULES, OpCall, Operand, choose
@@ -24,7 +25,7 @@ _SCALARS = (int, float, complex, bool)
 class Decision:
     """A cached strategy bound to this rank: what to run for one op signature."""
 
-    __slots__ = ("prepare", "direct", "kernel", "mesh", "placements", "shape", "nout", "specs",
+    __slots__ = ("prepare", "in_specs", "direct", "kernel", "mesh", "placements", "shape", "nout", "specs",
                  "call", "in_layouts", "cost")
 
     def out_spec(self, dtype) -> DTensorSpec:
@@ -62,21 +63,48 @@ def dispatch(name: str, operands, params=()):
     """Run op ``name`` on ``operands`` (DTensors, scalars, arrays) with hashable ``params``."""
     decision = decision_for(name, operands, params)
     if decision.direct:
+        blocks = None
         result = decision.kernel(*[o._local for o in operands])
     else:
         guard.state.op = name
-        result = decision.kernel(*[
+        reuse = tape.state.reuse
+        blocks = [
             (o._local if type(o) is DTensor else o) if run is None
+            else _prepared(o, run, spec, reuse) if reuse is not None
             else run(o._local if type(o) is DTensor else o)
-            for o, run in zip(operands, decision.prepare)
-        ])
+            for o, run, spec in zip(operands, decision.prepare, decision.in_specs)
+        ]
+        result = decision.kernel(*blocks)
     if decision.nout > 1:
-        return tuple(_wrap(r, decision) for r in result)
-    if type(result) is np.ndarray:
-        spec = decision.specs.get(result.dtype)
-        if spec is not None:
-            return DTensor(result, spec)
-    return _wrap(result, decision)
+        out = tuple(_wrap(r, decision) for r in result)
+    elif type(result) is np.ndarray and result.dtype in decision.specs:
+        out = DTensor(result, decision.specs[result.dtype])
+    else:
+        out = _wrap(result, decision)
+    if tape.state.recording:
+        tape.record(name, operands, params, out, _as_used(operands, decision, blocks))
+    return out
+
+
+def _as_used(operands, decision, blocks):
+    """The operands laid out as the op used them: the backward pass reuses these (the
+    all-reduced activation, not the Partial one it came from)."""
+    if decision.direct:
+        return operands
+    return tuple(DTensor(b, spec) if spec is not None else o
+                 for o, b, spec in zip(operands, blocks, decision.in_specs))
+
+
+def _prepared(operand, run, spec, reuse: dict):
+    """During a backward pass a tensor is redistributed once per layout, however many
+    products use it; ``reuse[id]`` also keeps its latest layout, which the pass hands to the
+    next product (the memo lives as long as the pass and keeps the operand alive)."""
+    if type(operand) is not DTensor:
+        return run(operand)
+    key = (id(operand), id(run))
+    if key not in reuse:
+        reuse[key] = reuse[id(operand)] = (operand, DTensor(run(operand._local), spec))
+    return reuse[key][1]._local
 
 
 def _wrap(result, decision: Decision) -> DTensor:
@@ -108,7 +136,9 @@ def _decide(name: str, operands, params) -> Decision:
     model = cost.get_cost_model()
     in_layouts, out_layout, predicted = choose(call, strategy.choices, model)
     d = Decision()
-    d.prepare = tuple(_preparer(o, layout, mesh, model) for o, layout in zip(operands, in_layouts))
+    prepared = [_preparer(o, layout, mesh, model) for o, layout in zip(operands, in_layouts)]
+    d.prepare = tuple(run for run, _ in prepared)
+    d.in_specs = tuple(spec for _, spec in prepared)
     # every operand a DTensor already laid out as wanted: the common, fastest case
     d.direct = all(type(o) is DTensor and p is None for o, p in zip(operands, d.prepare))
     d.kernel = strategy.bind(in_layouts, out_layout, mesh)
@@ -118,15 +148,16 @@ def _decide(name: str, operands, params) -> Decision:
 
 
 def _preparer(operand, layout, mesh, model):
-    """What turns the operand into the block the strategy wants (None: use it as it is)."""
+    """(what turns the operand into the block the strategy wants, the spec of that block);
+    (None, None) when the operand is used as it is."""
     if type(operand) is DTensor:
         if layout == operand.placements:
-            return None
-        return _redistribution(operand.spec, layout, model)[0]
+            return None, None
+        return _redistribution(operand.spec, layout, model)
     if all(p == Replicate() for p in layout):
-        return None
+        return None, None
     index = local_slices(np.shape(operand), mesh.shape, layout, mesh.coordinate)
-    return lambda value: np.asarray(value)[index]
+    return (lambda value: np.asarray(value)[index]), None
 
 
 def cache_info() -> int:

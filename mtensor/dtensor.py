@@ -14,6 +14,7 @@ from typing import Optional, Sequence
 import numpy as np
 
 from . import comm
+from .autodiff import tape
 from .comm import guard
 from .debug.comm_mode import record
 from .placement import (
@@ -82,6 +83,10 @@ class DTensor:
 
     def full_tensor(self) -> np.ndarray:
         """The whole tensor on every rank (a collective: every rank must call it)."""
+        if tape.is_tracked(self):
+            raise TypeError("value_and_grad: full_tensor() (or np.asarray, float) of a value "
+                            "that depends on a parameter leaves the gradient's graph; keep "
+                            "it a DTensor inside the differentiated function")
         replicated = (Replicate(),) * self.device_mesh.ndim
         guard.state.op = "full_tensor"
         return self._redistribute(replicated)._local
@@ -95,7 +100,10 @@ class DTensor:
         placements = check_placements("redistribute", placements, mesh, self.shape)
         check_no_partial_target("redistribute", placements)
         guard.state.op = "redistribute"
-        return self._redistribute(placements)
+        out = self._redistribute(placements)
+        if tape.state.recording:
+            tape.record("redistribute", (self,), (self.placements,), out)
+        return out
 
     def _redistribute(self, placements) -> "DTensor":
         """Redistribute to any validated placements, Partial included (ops need that)."""

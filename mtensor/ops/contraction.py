@@ -90,24 +90,15 @@ def matmul_subscripts(call: OpCall) -> Tuple[Tuple[str, str], str, str]:
     return (left, right), out, batch
 
 
-@register("matmul")
-def matmul_rule(call: OpCall) -> Strategy:
-    inputs, output, batch = matmul_subscripts(call)
-    return contraction(call, inputs, output, np.matmul, broadcast=batch)
-
-
-@register("dot")
-def dot_rule(call: OpCall) -> Strategy:
+def _dot_form(call: OpCall):
     a, b = (o.ndim for o in call.operands)
     left = _labels(a)
     right = _labels(b, left)
     right = right[:-2] + left[-1] + right[-1] if b >= 2 else left[-1]
-    output = left[:-1] + right.replace(left[-1], "")
-    return contraction(call, (left, right), output, np.dot)
+    return (left, right), left[:-1] + right.replace(left[-1], ""), ""
 
 
-@register("tensordot")
-def tensordot_rule(call: OpCall) -> Strategy:
+def _tensordot_form(call: OpCall):
     (axes_a, axes_b) = call.params
     a, b = call.operands
     left = _labels(a.ndim)
@@ -116,8 +107,33 @@ def tensordot_rule(call: OpCall) -> Strategy:
         right[j] = left[i]
     right = "".join(right)
     output = "".join(c for c in left if c not in right) + "".join(c for c in right if c not in left)
-    return contraction(call, (left, right), output,
-                       lambda x, y: np.tensordot(x, y, axes=(axes_a, axes_b)))
+    return (left, right), output, ""
+
+
+def einsum_form(call: OpCall):
+    """(subscripts of each operand, of the output, labels that may broadcast) of any
+    contraction op: the one description both the sharding rule and the gradient use."""
+    if call.name == "matmul":
+        return matmul_subscripts(call)
+    if call.name == "dot":
+        return _dot_form(call)
+    if call.name == "tensordot":
+        return _tensordot_form(call)
+    return parse_einsum(call, call.params[0])
+
+
+_KERNELS = {
+    "matmul": lambda params: np.matmul,
+    "dot": lambda params: np.dot,
+    "tensordot": lambda params: lambda x, y: np.tensordot(x, y, axes=params),
+    "einsum": lambda params: lambda *ops: np.einsum(params[0], *ops),
+}
+
+
+@register(*_KERNELS)
+def contraction_rule(call: OpCall) -> Strategy:
+    inputs, output, broadcast = einsum_form(call)
+    return contraction(call, inputs, output, _KERNELS[call.name](call.params), broadcast)
 
 
 def parse_einsum(call: OpCall, subscripts: str) -> Tuple[Tuple[str, ...], str, str]:
@@ -140,11 +156,3 @@ def parse_einsum(call: OpCall, subscripts: str) -> Tuple[Tuple[str, ...], str, s
     else:
         rhs = rhs.replace("...", ell)
     return inputs, rhs, ell
-
-
-@register("einsum")
-def einsum_rule(call: OpCall) -> Strategy:
-    (subscripts,) = call.params
-    inputs, output, ell = parse_einsum(call, subscripts)
-    return contraction(call, inputs, output,
-                       lambda *ops: np.einsum(subscripts, *ops), broadcast=ell)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..placement import Partial, Shard, local_bounds, local_shape
-from .registry import Choice, OpCall, Strategy, register
+from .registry import Choice, OpCall, Strategy, register, replicated, shard_along
 from .views import dim_map_choices
 
 
@@ -134,3 +134,34 @@ def _fill_kernel(key, bounds, shape, out_shape):
             out[dst] = a[src]
         return out
     return fill
+
+
+@register("index_put")
+def index_put_rule(call: OpCall) -> Strategy:
+    """The adjoint of getitem: zeros of ``shape`` with the operand written at ``key``."""
+    key, shape = call.params
+    in_to_out, none_dims, pos = [], [], 0
+    for entry in key:
+        if entry[0] == "n":
+            none_dims.append(pos)
+            pos += 1
+            continue
+        d = len(in_to_out)
+        in_to_out.append(pos if _is_whole(entry, shape[d]) else None)
+        pos += entry[0] == "s"
+    choices = [replicated(1)] + [shard_along([k], d) for d, k in enumerate(in_to_out)
+                                 if k is not None]
+    choices += [Choice((Partial(op),), Partial(op)) for op in ("sum", "avg")]
+    plain = tuple(slice(None) if k is not None else _plain(entry)
+                  for entry, k in zip([e for e in key if e[0] != "n"], in_to_out))
+
+    def kernel_for(in_layouts, out_layout, mesh):
+        mine = local_shape(tuple(shape), mesh.shape, out_layout, mesh.coordinate)
+
+        def put(g):
+            out = np.zeros(mine, g.dtype)
+            out[plain] = np.squeeze(g, axis=tuple(none_dims)) if none_dims else g
+            return out
+        return put
+
+    return Strategy(tuple(shape), choices, kernel_for=kernel_for)

@@ -1,0 +1,127 @@
+"""``mt.value_and_grad`` and ``mt.grad``: reverse mode over DTensor programs, JAX-style.
+
+The function runs once with the tape on; the backward pass then walks the tape in reverse,
+running each op's vector-Jacobian product as ordinary DTensor ops.  A cotangent that is a
+Partial sum and feeds more than one product is reduced once first (the all-reduce Megatron
+places on the input gradient), not once per consumer.  Each gradient is finally laid out
+like its parameter, so a parameter replicated over a batch-sharded mesh dim gets its
+data-parallel all-reduce there, and a sharded one keeps its shard with no extra traffic.
+"""
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+from ..comm import guard
+from ..dtensor import DTensor
+from ..placement import Partial, Replicate
+from . import tape
+from .tape import VJPS
+
+
+def _flatten(tree):
+    """Leaves of nested dicts, lists and tuples, and a function that rebuilds the tree."""
+    if isinstance(tree, dict):
+        keys = sorted(tree)
+        parts = [_flatten(tree[k]) for k in keys]
+    elif isinstance(tree, (list, tuple)):
+        keys, parts = None, [_flatten(v) for v in tree]
+    else:
+        return [tree], lambda leaves: leaves[0]
+    sizes = [len(leaves) for leaves, _ in parts]
+
+    def rebuild(leaves):
+        out, at = [], 0
+        for (_, build), n in zip(parts, sizes):
+            out.append(build(leaves[at:at + n]))
+            at += n
+        if keys is not None:
+            return dict(zip(keys, out))
+        return type(tree)(out)
+    return [leaf for leaves, _ in parts for leaf in leaves], rebuild
+
+
+def _settled(g):
+    """A Partial cotangent reduced once, before several products use it."""
+    if not any(isinstance(p, Partial) for p in g.placements):
+        return g
+    guard.state.op = "the gradient (reducing a shared cotangent)"
+    return g._redistribute(tuple(Replicate() if isinstance(p, Partial) else p
+                                 for p in g.placements))
+
+
+def _backward(entries, value):
+    grads = {id(value): np.ones_like(value)}
+    for entry in reversed(entries):
+        g = grads.pop(id(entry.outputs[0]), None)
+        if g is None:
+            continue
+        wanted = [j for j, o in enumerate(entry.operands) if id(o) in tape.state.tracked]
+        if len(wanted) > 1:
+            g = _settled(g)
+        for j in wanted:
+            g = tape.state.reuse.get(id(g), (None, g))[1]  # as the last product laid it out
+            contribution = VJPS[entry.name](j, g, entry.outputs[0], entry.values, entry.params)
+            key = id(entry.operands[j])
+            grads[key] = contribution if key not in grads else grads[key] + contribution
+    return grads
+
+
+def value_and_grad(fn, argnums=0, has_aux=False):
+    """``fn``'s value and its gradients with respect to the DTensors in ``args[argnums]``
+    (pytrees of dicts, lists and tuples); ``fn`` must return a scalar float DTensor (or
+    ``(scalar, aux)`` with ``has_aux``)."""
+    nums = (argnums,) if isinstance(argnums, int) else tuple(argnums)
+
+    @functools.wraps(fn)
+    def run(*args, **kwargs):
+        flat = [_flatten(args[i]) for i in nums]
+        leaves = [leaf for leaves, _ in flat for leaf in leaves if isinstance(leaf, DTensor)]
+        tape.start(leaves)
+        try:
+            out = fn(*args, **kwargs)
+            value, aux = out if has_aux else (out, None)
+            _check_value(value)
+            entries = tape.state.entries
+            tape.state.recording, tape.state.reuse = False, {}
+            grads = _backward(entries, value)
+        finally:
+            tape.state.reuse = None
+            tape.stop()
+        trees = [build([_gradient(leaf, grads) for leaf in leaves]) for leaves, build in flat]
+        result = trees[0] if isinstance(argnums, int) else tuple(trees)
+        return ((value, aux) if has_aux else value), result
+    return run
+
+
+def grad(fn, argnums=0, has_aux=False):
+    """Only the gradients of :func:`value_and_grad` (with ``aux`` when ``has_aux``)."""
+    both = value_and_grad(fn, argnums, has_aux)
+
+    @functools.wraps(fn)
+    def run(*args, **kwargs):
+        value, grads = both(*args, **kwargs)
+        return (grads, value[1]) if has_aux else grads
+    return run
+
+
+def _check_value(value):
+    if not isinstance(value, DTensor) or value.shape != () or value.dtype.kind not in "f":
+        what = (f"a DTensor of shape {value.shape} and dtype {value.dtype}"
+                if isinstance(value, DTensor) else type(value).__name__)
+        raise TypeError(f"value_and_grad: the function must return a scalar float DTensor "
+                        f"(e.g. a loss); it returned {what}")
+
+
+def _gradient(leaf, grads):
+    """The leaf's gradient laid out like the leaf (zeros where it was not used)."""
+    if not isinstance(leaf, DTensor):
+        return None
+    g = grads.get(id(leaf))
+    if g is None:
+        return np.zeros_like(leaf)
+    if g.dtype != leaf.dtype:
+        g = g.astype(leaf.dtype)
+    guard.state.op = "the gradient (laid out like its parameter)"
+    return g._redistribute(leaf.placements)

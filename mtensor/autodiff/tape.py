@@ -1,0 +1,70 @@
+"""The tape: while ``value_and_grad`` runs a function, dispatch reports every op here, and
+the ops that depend on a parameter are kept, in order, for the backward pass.
+
+An op's outputs depend on a parameter when one of its DTensor operands does.  Ops whose
+outputs are integers or booleans (comparisons, argmax, ...) and ops with a zero derivative
+(floor, sign, ...) give constants; any other op without a gradient rule raises, so a
+gradient is never silently missing a term.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Dict, List, Set, Tuple
+
+# op name -> vjp(j, cotangent, output, operands, params): the cotangent of operand j
+VJPS: Dict[str, tuple] = {}
+ZERO_DERIVATIVE = {"floor", "ceil", "rint", "trunc", "sign", "floor_divide", "argmax",
+                   "argmin", "heaviside", "spacing"}
+
+
+@dataclass
+class Entry:
+    name: str
+    operands: tuple      # as passed: their ids receive the gradients
+    values: tuple        # as the op used them (same values, maybe another layout)
+    params: tuple
+    outputs: Tuple
+
+
+class _State:
+    reuse = None         # during a backward pass: {(id, program id) or id: (tensor, laid out)}
+    recording = False
+    entries: List[Entry] = []
+    tracked: Set[int] = set()
+
+
+state = _State()
+
+
+def start(leaves) -> None:
+    if state.recording:
+        raise RuntimeError("value_and_grad: nested gradients are not supported")
+    state.recording, state.entries = True, []
+    state.tracked = {id(leaf) for leaf in leaves}
+
+
+def stop() -> List[Entry]:
+    entries, state.recording, state.entries, state.tracked = state.entries, False, [], set()
+    return entries
+
+
+def is_tracked(value) -> bool:
+    return state.recording and id(value) in state.tracked
+
+
+def record(name: str, operands, params, out, values=None) -> None:
+    """Keep ``name`` applied to ``operands`` if it depends on a parameter (called by dispatch)."""
+    tracked = state.tracked
+    if not any(id(o) in tracked for o in operands):
+        return
+    outputs = out if isinstance(out, tuple) else (out,)
+    if name in ZERO_DERIVATIVE or not any(o.dtype.kind in "fc" for o in outputs):
+        return
+    if name not in VJPS:
+        raise TypeError(f"value_and_grad: {name} has no gradient rule in mtensor; compute it "
+                        f"outside the differentiated function or express it with other ops")
+    for o in outputs:
+        tracked.add(id(o))
+    operands = tuple(operands)
+    state.entries.append(Entry(name, operands, operands if values is None else tuple(values),
+                               params, outputs))

@@ -1,0 +1,171 @@
+"""Vector-Jacobian products, written as ordinary DTensor ops on the global arrays.
+
+Each rule maps the output's cotangent ``g`` to one operand's, with numpy's global
+semantics; placements never appear, so the sharding rules and the cost model choose every
+backward collective, exactly as they choose the forward's.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..ops.contraction import einsum_form
+from ..ops.registry import Operand, OpCall, normalize_axes
+from ..placement import Partial, Replicate
+from .tape import VJPS
+
+
+def unbroadcast(g, shape):
+    """Sum ``g`` over the dims broadcasting added to an operand of ``shape``."""
+    shape = tuple(shape)
+    if g.shape == shape:
+        return g
+    lead = g.ndim - len(shape)
+    axes = tuple(range(lead)) + tuple(lead + i for i, s in enumerate(shape)
+                                      if s == 1 and g.shape[lead + i] != 1)
+    return g.sum(axis=axes, keepdims=True).reshape(shape)
+
+
+def _pointwise(*rules):
+    """Rules on (g, out, *operands), one per operand; results unbroadcast to its shape."""
+    return lambda j, g, out, ops, params: unbroadcast(rules[j](g, out, *ops), np.shape(ops[j]))
+
+
+def _unary(rule):
+    """A rule for the one operand of a view or reduction: (g, out, operands, params)."""
+    return lambda j, g, out, ops, params: rule(g, out, ops, params)
+
+
+def _is_two(b) -> bool:
+    """``x ** 2``: its gradient 2 x g stays linear in x (a Partial x need not be reduced)."""
+    return isinstance(b, (int, float)) and b == 2
+
+
+VJPS.update({
+    "add": _pointwise(lambda g, o, a, b: g, lambda g, o, a, b: g),
+    "subtract": _pointwise(lambda g, o, a, b: g, lambda g, o, a, b: -g),
+    "multiply": _pointwise(lambda g, o, a, b: g * b, lambda g, o, a, b: g * a),
+    "divide": _pointwise(lambda g, o, a, b: g / b, lambda g, o, a, b: -g * o / b),
+    "power": _pointwise(lambda g, o, a, b: g * 2 * a if _is_two(b) else g * b * a ** (b - 1),
+                        lambda g, o, a, b: g * o * np.log(a)),
+    "maximum": _pointwise(lambda g, o, a, b: g * (a >= b), lambda g, o, a, b: g * (a < b)),
+    "minimum": _pointwise(lambda g, o, a, b: g * (a <= b), lambda g, o, a, b: g * (a > b)),
+    "negative": _pointwise(lambda g, o, a: -g),
+    "positive": _pointwise(lambda g, o, a: g),
+    "absolute": _pointwise(lambda g, o, a: g * np.sign(a)),
+    "exp": _pointwise(lambda g, o, a: g * o),
+    "expm1": _pointwise(lambda g, o, a: g * (o + 1)),
+    "log": _pointwise(lambda g, o, a: g / a),
+    "log1p": _pointwise(lambda g, o, a: g / (a + 1)),
+    "sqrt": _pointwise(lambda g, o, a: g / (2 * o)),
+    "square": _pointwise(lambda g, o, a: 2 * a * g),
+    "reciprocal": _pointwise(lambda g, o, a: -g * o * o),
+    "tanh": _pointwise(lambda g, o, a: g * (1 - o * o)),
+    "sin": _pointwise(lambda g, o, a: g * np.cos(a)),
+    "cos": _pointwise(lambda g, o, a: -g * np.sin(a)),
+    "where": _pointwise(None, lambda g, o, c, a, b: np.where(c, g, 0),
+                        lambda g, o, c, a, b: np.where(c, 0, g)),
+    "clip": _pointwise(lambda g, o, a, lo, hi: g * ((a >= lo) & (a <= hi)), None, None),
+    "copy": _pointwise(lambda g, o, a: g),
+    "astype": _unary(lambda g, out, ops, params: g.astype(ops[0].dtype)),
+})
+
+
+def _einsum_vjp(name):
+    """Contract the cotangent with the other operands back to operand j's labels; labels
+    operand j holds alone (or broadcasts) come back by broadcasting."""
+    def vjp(j, g, out, ops, params):
+        metas = tuple(Operand(np.shape(o), getattr(o, "dtype", None) or np.result_type(o), None)
+                      for o in ops)
+        call = OpCall(name, metas, params, ())
+        inputs, output, _ = einsum_form(call)
+        target, shape = inputs[j], np.shape(ops[j])
+        if len(set(target)) != len(target):
+            raise TypeError(f"value_and_grad: {name} with a repeated label ({target}) has no "
+                            f"gradient rule")
+        others = [k for k in range(len(ops)) if k != j]
+        seen = output + "".join(inputs[k] for k in others)
+        sizes = dict(zip(output, g.shape))
+        for k in others:
+            sizes.update((c, n) for c, n in zip(inputs[k], np.shape(ops[k])) if n != 1)
+        kept = "".join(c for c, n in zip(target, shape) if c in seen and sizes.get(c) == n)
+        spec = ",".join([output] + [inputs[k] for k in others]) + "->" + kept
+        grad = np.einsum(spec, g, *[ops[k] for k in others])
+        grad = grad.reshape(tuple(n if c in kept else 1 for c, n in zip(target, shape)))
+        return grad if grad.shape == shape else np.broadcast_to(grad, shape) + 0
+    return vjp
+
+
+for _name in ("matmul", "dot", "tensordot", "einsum"):
+    VJPS[_name] = _einsum_vjp(_name)
+
+
+def _expand(g, a, params):
+    """The cotangent of a reduction, brought back to the input's shape (keepdims first)."""
+    axis, keepdims = params[0], params[1]
+    axes = normalize_axes(None, axis, a.ndim) if axis is not None else tuple(range(a.ndim))
+    if not keepdims:
+        g = g.reshape(tuple(1 if d in axes else n for d, n in enumerate(a.shape)))
+    return g, axes
+
+
+def _sum_vjp(g, out, ops, params):
+    g, _ = _expand(g, ops[0], params)
+    return np.broadcast_to(g, ops[0].shape) + 0
+
+
+def _mean_vjp(g, out, ops, params):
+    g, axes = _expand(g, ops[0], params)
+    return np.broadcast_to(g / math.prod(ops[0].shape[d] for d in axes), ops[0].shape) + 0
+
+
+def _extreme_vjp(g, out, ops, params):
+    """Ties share the cotangent equally (the subgradient numpy's max picks none of)."""
+    a = ops[0]
+    g, axes = _expand(g, a, params)
+    o, _ = _expand(out, a, params)
+    hit = (a == o) + 0.0
+    return g * hit / hit.sum(axis=axes, keepdims=True)
+
+
+def _prod_vjp(g, out, ops, params):
+    g, _ = _expand(g, ops[0], params)
+    o, _ = _expand(out, ops[0], params)
+    return g * o / ops[0]
+
+
+VJPS.update({
+    "sum": _unary(_sum_vjp), "mean": _unary(_mean_vjp), "max": _unary(_extreme_vjp),
+    "min": _unary(_extreme_vjp), "prod": _unary(_prod_vjp),
+    "transpose": _unary(lambda g, out, ops, params: np.transpose(
+        g, None if params[0] is None else tuple(np.argsort(
+            [a % ops[0].ndim for a in params[0]])))),
+    "reshape": _unary(lambda g, out, ops, params: g.reshape(ops[0].shape)),
+    "expand_dims": _unary(lambda g, out, ops, params: g.reshape(ops[0].shape)),
+    "squeeze": _unary(lambda g, out, ops, params: g.reshape(ops[0].shape)),
+    "broadcast_to": _unary(lambda g, out, ops, params: unbroadcast(g, ops[0].shape)),
+    "getitem": _unary(lambda g, out, ops, params: _index_put(g, params[0], ops[0].shape)),
+    # the reverse redistribution: all-gather <-> reduce-scatter, a Partial source is whole
+    "redistribute": _unary(lambda g, out, ops, params: g._redistribute(tuple(
+        Replicate() if isinstance(p, Partial) else p for p in params[0]))),
+})
+
+
+def _index_put(g, key, shape):
+    from ..dispatch import dispatch
+    return dispatch("index_put", (g,), (key, tuple(shape)))
+
+
+def _join_vjp(stacked):
+    def vjp(j, g, out, ops, params):
+        axis = params[0] % out.ndim
+        if stacked:
+            return g[(slice(None),) * axis + (j,)]
+        start = sum(np.shape(o)[axis] for o in ops[:j])
+        return g[(slice(None),) * axis + (slice(start, start + np.shape(ops[j])[axis]),)]
+    return vjp
+
+
+VJPS["concatenate"] = _join_vjp(stacked=False)
+VJPS["stack"] = _join_vjp(stacked=True)
