@@ -143,3 +143,34 @@ def test_optimizers_step_without_communication(mesh):
         mt.optim.adam(w, g, state, lr=0.01)
     assert comm.get_total_counts() == 0
     assert float(loss(w, x)[0]) < float(value)
+
+
+@pytest.mark.mpi
+def test_pytrees_aux_and_unused_parameters(mesh):
+    x = mt.distribute_tensor(A, mesh, [Shard(0)] + [Replicate()] * (mesh.ndim - 1))
+    params = {"w": [mt.distribute_tensor(W, mesh, [Replicate()] * mesh.ndim)],
+              "unused": (mt.distribute_tensor(ROW, mesh, [Replicate()] * mesh.ndim),)}
+
+    def fn(p, x):
+        y = x @ p["w"][0]
+        return (y * y).sum(), y.shape
+
+    (value, aux), grads = mt.value_and_grad(fn, has_aux=True)(params, x)
+    assert aux == (7, 3) and set(grads) == {"w", "unused"}
+    assert np.allclose(grads["w"][0].full_tensor(), 2 * A.T @ (A @ W))
+    assert np.array_equal(grads["unused"][0].full_tensor(), np.zeros(5))
+    only = mt.grad(lambda x: (x ** 2).sum())(x)
+    assert np.allclose(only.full_tensor(), 2 * A) and only.placements == x.placements
+
+
+@pytest.mark.mpi
+def test_gradient_misuse_raises_clear_errors(mesh):
+    x = mt.distribute_tensor(A, mesh, [Replicate()] * mesh.ndim)
+    with pytest.raises(TypeError, match="must return a scalar float DTensor"):
+        mt.value_and_grad(lambda x: x * 2)(x)
+    with pytest.raises(TypeError, match="leaves the gradient's graph"):
+        mt.value_and_grad(lambda x: float((x * 2).sum()))(x)
+    with pytest.raises(TypeError, match="arctan2 has no gradient rule"):
+        mt.value_and_grad(lambda x: np.arctan2(x, 1.0).sum())(x)
+    value, g = mt.value_and_grad(lambda x: (x * (x > 0) + np.floor(x)).sum())(x)
+    assert np.array_equal(g.full_tensor(), (A > 0).astype(float))  # comparisons, floor: constants
