@@ -10,7 +10,7 @@ import numpy as np
 from .dtensor import DTensor
 from .numpy_api import implements
 from .placement import Partial, Replicate, local_bounds, local_shape
-from .spec import DTensorSpec, check_placements
+from .spec import DTensorSpec, check_no_partial_target, check_placements
 
 
 def layout(op: str, shape, mesh, placements: Optional[Sequence] = None, dtype=None):
@@ -20,6 +20,7 @@ def layout(op: str, shape, mesh, placements: Optional[Sequence] = None, dtype=No
     shape = (int(shape),) if np.ndim(shape) == 0 else tuple(int(s) for s in shape)
     placements = (Replicate(),) * mesh.ndim if placements is None else placements
     placements = check_placements(op, placements, mesh, shape)
+    check_no_partial_target(op, placements)
     return DTensorSpec(mesh, placements, shape, np.dtype(dtype))
 
 

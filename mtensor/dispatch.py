@@ -40,11 +40,19 @@ _model = [None]  # the cost model the cached decisions were made with
 _current_model = cost._default
 
 
+def _finite_nonzero(value) -> bool:
+    """Whether partial terms may be scaled by this constant: an inf, nan or 0 divisor makes
+    terms disagree with numpy's whole-value result (0 * inf, -inf + inf), so those reduce
+    first.  The answer is the same on every rank, since constants are."""
+    with np.errstate(invalid="ignore"):
+        return bool(np.all(np.isfinite(value)) and np.all(value != 0))
+
+
 def _const_key(value):
     if isinstance(value, _SCALARS):
-        return type(value)
+        return type(value), _finite_nonzero(value)
     value = np.asarray(value)
-    return ("const", value.shape, value.dtype)
+    return "const", value.shape, value.dtype, _finite_nonzero(value)
 
 
 def decision_for(name: str, operands, params=()) -> "Decision":
@@ -117,13 +125,15 @@ def _operand(value) -> Operand:
     if type(value) is DTensor:
         return Operand(value.shape, value.dtype, value.placements)
     if isinstance(value, _SCALARS):
-        return Operand((), np.dtype(type(value)), None)
+        return Operand((), np.dtype(type(value)), None, weak=True, safe=_finite_nonzero(value))
     value = np.asarray(value)
-    return Operand(value.shape, value.dtype, None)
+    return Operand(value.shape, value.dtype, None, safe=_finite_nonzero(value))
 
 
 def _decide(name: str, operands, params) -> Decision:
     tensors = [o for o in operands if type(o) is DTensor]
+    if not tensors:
+        raise TypeError(f"{name}: no operand is a DTensor; call numpy directly")
     mesh = tensors[0].device_mesh
     for t in tensors[1:]:
         check_same_mesh(name, mesh, t.device_mesh)

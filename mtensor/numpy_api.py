@@ -13,6 +13,7 @@ import math
 import numpy as np
 
 from . import dispatch as _dispatch
+from .placement import Partial, Replicate
 
 HANDLED: dict = {}
 
@@ -57,8 +58,9 @@ def apply_ufunc(ufunc, method, inputs, kwargs):
     if not kwargs and method == "__call__" and ufunc.signature is None:
         return _dispatch.dispatch(ufunc.__name__, inputs)
     out = kwargs.pop("out", None)
+    where = kwargs.pop("where", True)
     refuse(f"{ufunc.__name__}", out=None if out is None or builtins.all(o is None for o in out) else out,
-           where=kwargs.pop("where", None))
+           where=None if where is True else where)
     if method == "reduce" and ufunc.__name__ in _UFUNC_REDUCTIONS:
         axis = kwargs.pop("axis", 0)
         refuse(f"{ufunc.__name__}.reduce", **{k: v for k, v in kwargs.items()
@@ -149,7 +151,11 @@ def var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **kwargs):
     squares = np.square(np.abs(deviation)) if deviation.dtype.kind == "c" else np.square(deviation)
     axes = range(a.ndim) if axis is None else np.atleast_1d(axis)
     count = math.prod(a.shape[d] for d in axes)
-    return sum(squares, axis, dtype=dtype, keepdims=keepdims) / builtins.max(count - ddof, 0)
+    total = sum(squares, axis, dtype=dtype, keepdims=keepdims)
+    if count - ddof <= 0:  # numpy's inf/nan come from the whole sum, not from each term
+        total = total.redistribute(placements=[Replicate() if isinstance(p, Partial) else p
+                                               for p in total.placements])
+    return total / builtins.max(count - ddof, 0)
 
 
 @implements(np.std)

@@ -41,8 +41,12 @@ def swapaxes(a, axis1, axis2):
 
 @implements(np.moveaxis)
 def moveaxis(a, source, destination):
-    source = [int(s) % a.ndim for s in np.atleast_1d(source)]
-    destination = [int(d) % a.ndim for d in np.atleast_1d(destination)]
+    source, destination = np.atleast_1d(source), np.atleast_1d(destination)
+    for axis in (*source, *destination):
+        if not -a.ndim <= axis < a.ndim:
+            raise np.exceptions.AxisError(int(axis), a.ndim)
+    source = [int(s) % a.ndim for s in source]
+    destination = [int(d) % a.ndim for d in destination]
     if len(source) != len(destination):
         raise ValueError("moveaxis: source and destination must name as many axes")
     order = [d for d in range(a.ndim) if d not in source]
@@ -70,7 +74,8 @@ def broadcast_to(array, shape, subok=False):
 def concatenate(arrays, axis=0, out=None, dtype=None, casting=None):
     refuse("concatenate", out=out, dtype=dtype, casting=casting)
     if axis is None:
-        return concatenate([ravel(a) for a in arrays])
+        return concatenate([ravel(a) if hasattr(a, "placements") else np.ravel(a)
+                            for a in arrays])
     return _run("concatenate", tuple(arrays), (int(axis),))
 
 

@@ -20,15 +20,24 @@ _previous = sys.excepthook
 _previous_thread_hook = threading.excepthook
 
 
+def _grace() -> float:
+    try:
+        return min(max(float(os.environ.get("MTENSOR_ABORT_GRACE", "0.5")), 0.0), 10.0)
+    except ValueError:
+        return 0.5
+
+
 def _abort_hook(kind, value, tb) -> None:
-    rank = MPI.COMM_WORLD.Get_rank()
-    text = "".join(traceback.format_exception(kind, value, tb))
-    sys.stderr.write("".join(f"[rank {rank}] {line}" for line in text.splitlines(True)))
-    sys.stderr.write(f"[rank {rank}] mtensor: uncaught exception, aborting all "
-                     f"{MPI.COMM_WORLD.Get_size()} ranks\n")
-    sys.stderr.flush()
-    time.sleep(float(os.environ.get("MTENSOR_ABORT_GRACE", "0.5")))
-    MPI.COMM_WORLD.Abort(1)
+    try:
+        rank = MPI.COMM_WORLD.Get_rank()
+        text = "".join(traceback.format_exception(kind, value, tb))
+        sys.stderr.write("".join(f"[rank {rank}] {line}" for line in text.splitlines(True)))
+        sys.stderr.write(f"[rank {rank}] mtensor: uncaught exception, aborting all "
+                         f"{MPI.COMM_WORLD.Get_size()} ranks\n")
+        sys.stderr.flush()
+        time.sleep(_grace())
+    finally:
+        MPI.COMM_WORLD.Abort(1)
 
 
 def _thread_hook(args) -> None:

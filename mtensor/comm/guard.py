@@ -73,7 +73,11 @@ def before(kind: str, mesh_dim: int, shape, dtype, comm) -> None:
     if state.timeout is not None:
         state.deadline = time.monotonic() + state.timeout
     if state.checks:
-        _agree(comm, state.pending)
+        try:
+            _agree(comm, state.pending)
+        except CollectiveMismatchError:
+            after()
+            raise
 
 
 def after() -> None:

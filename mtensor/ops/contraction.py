@@ -16,7 +16,9 @@ from typing import List, Sequence, Tuple
 import numpy as np
 
 from ..placement import Partial, Replicate
-from .registry import Choice, OpCall, Strategy, register, replicated, shard_along, wants
+from .registry import (
+    Choice, OpCall, Strategy, register, replicated, shard_along, terms_survive, wants,
+)
 
 Subscripts = Tuple[Tuple[str, ...], str]
 
@@ -47,16 +49,17 @@ def einsum_choices(call: OpCall, inputs: Sequence[str], output: str, sizes: dict
                 for labels, operand in zip(inputs, call.operands)]
 
     choices = [replicated(nin)]
+    repeated = {c for labels in inputs for c in labels if labels.count(c) > 1}
     for k, label in enumerate(output):
         dims = dims_of(label)
-        if any(d is not None for d in dims):
+        if any(d is not None for d in dims) and label not in repeated:
             choices.append(shard_along(dims, k))
-    for label in sorted(set("".join(inputs)) - set(output)):
+    for label in sorted(set("".join(inputs)) - set(output) - repeated):
         dims = dims_of(label)
         if all(d is not None or label not in labels for d, labels in zip(dims, inputs)):
             choices.append(Choice(wants(dims), Partial("sum")))
     if all(o.dtype.kind in "iufc" for o in call.operands):
-        for op in ("sum", "avg"):
+        for op in [op for op in ("sum", "avg") if terms_survive(call, op)]:
             for j in range(nin):
                 terms = tuple(Partial(op) if i == j else Replicate() for i in range(nin))
                 choices.append(Choice(terms, Partial(op)))

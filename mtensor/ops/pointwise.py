@@ -10,7 +10,9 @@ from __future__ import annotations
 import numpy as np
 
 from ..placement import Partial, Replicate
-from .registry import Choice, OpCall, Strategy, register, replicated, shard_along
+from .registry import (
+    Choice, OpCall, Strategy, register, replicated, shard_along, terms_survive,
+)
 
 UFUNCS = tuple(sorted({
     getattr(np, name).__name__ for name in dir(np)
@@ -96,9 +98,10 @@ def pointwise_choices(call: OpCall, out_shape, algebra=None):
     for d in range(len(out_shape)):
         dims = [_aligned_dim(o.shape, d, out_shape) for o in call.operands]
         choices.append(shard_along(dims, d))
-    numeric = all(o.dtype.kind in "iufc" for o in call.operands)
+    numeric = all(o.dtype.kind in "iufc" and o.safe for o in call.operands)
     if algebra is not None and numeric:
-        choices += algebra(call)
+        choices += [c for c in algebra(call) if c.output.reduce_op in MAX_MIN
+                    or terms_survive(call, c.output.reduce_op)]
     return choices
 
 
@@ -107,8 +110,9 @@ def ufunc_rule(call: OpCall) -> Strategy:
     ufunc = getattr(np, call.name)
     kwargs = dict(call.params)
     out_shape = broadcast_shape(call)
+    algebra = None if "dtype" in kwargs else PARTIAL_ALGEBRA.get(call.name)  # casts each term
     return Strategy(
-        out_shape, pointwise_choices(call, out_shape, PARTIAL_ALGEBRA.get(call.name)),
+        out_shape, pointwise_choices(call, out_shape, algebra),
         kernel=(lambda *a: ufunc(*a, **kwargs)) if kwargs else ufunc, nout=ufunc.nout,
     )
 
@@ -122,26 +126,28 @@ def where_rule(call: OpCall) -> Strategy:
 @register("clip")
 def clip_rule(call: OpCall) -> Strategy:
     out_shape = broadcast_shape(call)
-    if out_shape != call.operands[0].shape:
-        raise call.error(f"the bounds broadcast the array to {out_shape}",
-                         "pass bounds that broadcast to the array's shape")
     return Strategy(out_shape, pointwise_choices(call, out_shape), kernel=np.clip)
 
 
 def _cast_algebra(src: np.dtype, dst: np.dtype):
     """Casts that keep every value (numpy's "safe") or round floats to floats keep order, so
-    max/min terms survive them, and sums too; wrapping or truncating casts reduce first."""
-    floats = src.kind in "fc" and dst.kind in "fc"
-    if not (np.can_cast(src, dst, "safe") or floats) or "b" in (src.kind, dst.kind):
-        return _unary_map({})
-    return _unary_map({op: op for op in (SUM_AVG if dst.kind == "c" else SUM_AVG + MAX_MIN)})
+    max/min terms survive them.  Sums survive only a cast that leaves terms alone or narrows
+    integers (which agrees modulo 2**k); any other cast changes each term on its own."""
+    keep = []
+    if "b" not in (src.kind, dst.kind) and dst.kind != "c" and (
+            np.can_cast(src, dst, "safe") or (src.kind in "fc" and dst.kind in "fc")):
+        keep += list(MAX_MIN)
+    if src == dst or (src.kind in "iu" and dst.kind in "iu" and dst.itemsize <= src.itemsize):
+        keep.append("sum")
+    return _unary_map({op: op for op in keep})
 
 
 @register("astype")
 def astype_rule(call: OpCall) -> Strategy:
     (dtype,) = call.params
     src = call.operands[0]
-    return Strategy(src.shape, pointwise_choices(call, src.shape, _cast_algebra(src.dtype, dtype)),
+    choices = [replicated(1)] + [shard_along([d], d) for d in range(src.ndim)]
+    return Strategy(src.shape, choices + _cast_algebra(src.dtype, dtype)(call),
                     kernel=lambda a: a.astype(dtype))
 
 

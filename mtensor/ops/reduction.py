@@ -15,7 +15,9 @@ import math
 import numpy as np
 
 from ..placement import REDUCE_OPS, Partial, Shard
-from .registry import Choice, OpCall, Strategy, normalize_axes, register, replicated, shard_along
+from .registry import (
+    Choice, OpCall, Strategy, normalize_axes, register, replicated, shard_along, terms_survive,
+)
 
 # op -> (the Partial that reducing a split dim gives, or None; Partials that pass through)
 REDUCTIONS = {
@@ -54,6 +56,11 @@ def reduction_rule(call: OpCall) -> Strategy:
         raise call.error(f"zero-size reduction over axis {axis} has no identity",
                          "reduce over non-empty dims")
     produced, passing = REDUCTIONS[call.name]
+    out_dtype = _out_dtype(call.name, operand.dtype, dtype)
+    if call.name == "mean" and out_dtype.kind not in "fc":
+        produced = None  # integer terms of a mean would each be truncated
+    passing = [op for op in passing if op not in ("sum", "avg")
+               or terms_survive(call, op, out_dtype)]
     choices = [replicated(1)]
     kept = [d for d in range(operand.ndim) if d not in axes]
     for d in range(operand.ndim):
@@ -73,6 +80,12 @@ def reduction_rule(call: OpCall) -> Strategy:
 # numpy's reductions as ufunc reduces (what np.sum & co. call, minus their Python wrapper)
 _UFUNC_OF = {"sum": np.add, "prod": np.multiply, "max": np.maximum, "min": np.minimum,
              "any": np.logical_or, "all": np.logical_and}
+
+
+def _out_dtype(name, in_dtype, dtype):
+    if name in ("sum", "prod", "mean"):
+        return getattr(np, name)(np.zeros(1, in_dtype), dtype=dtype).dtype
+    return np.dtype(in_dtype)
 
 
 def _kernel(name, operand, axis, axes, keepdims, dtype, split):

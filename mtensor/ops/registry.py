@@ -28,10 +28,16 @@ class Operand:
     shape: Shape
     dtype: np.dtype
     placements: Optional[Layout]
+    weak: bool = False  # a Python scalar: numpy promotes it weakly (NEP 50)
+    safe: bool = True   # a constant free of inf, nan and 0: partial terms may meet it
 
     @property
     def ndim(self) -> int:
         return len(self.shape)
+
+    def promotion_arg(self):
+        """What to hand ``np.result_type`` so that it promotes as the op will."""
+        return self.dtype.type(0).item() if self.weak else self.dtype
 
 
 @dataclass(frozen=True)
@@ -100,6 +106,21 @@ def register(*names: str):
             RULES[name] = rule
         return rule
     return add
+
+
+def result_dtype(call: OpCall) -> np.dtype:
+    return np.result_type(*[o.promotion_arg() for o in call.operands])
+
+
+def terms_survive(call: OpCall, op: str, out_dtype=None) -> bool:
+    """Whether partial terms of reduce op ``op`` may pass through this op as terms.
+
+    Only when no operand changes dtype on the way (widening int8 terms loses numpy's
+    wrap-around, narrowing float terms rounds each term instead of the sum), and ``avg``
+    only on floats (its all-reduce divides, which truncates integers)."""
+    out = result_dtype(call) if out_dtype is None else np.dtype(out_dtype)
+    same = all(o.dtype == out for o in call.operands if o.placements is not None)
+    return same and (op != "avg" or out.kind in "fc")
 
 
 def replicated(n_inputs: int) -> Choice:

@@ -221,8 +221,10 @@ class Program:
         for run, step in zip(self._runs, self.plan.steps):
             if step.kind in COLLECTIVES:
                 guard.before(step.kind, step.mesh_dim, b.shape, b.dtype, b.mesh.comm)
-            local = run(local)
-            guard.after()
+            try:
+                local = run(local)
+            finally:
+                guard.after()
         return local
 
 

@@ -1,0 +1,70 @@
+"""Where partial terms must NOT pass through an op (found by review), over real MPI: dtype
+changes, integer averages, inf/nan/0 constants, repeated einsum labels."""
+import numpy as np
+import pytest
+
+import mtensor as mt
+from mpi_helpers import WORLD, assert_all_ranks
+from mtensor import Partial, Replicate, Shard
+
+
+def _terms(value, mesh, op="sum"):
+    """A Partial DTensor whose terms differ on every rank but reduce to ``value``."""
+    value = np.asarray(value)
+    k, n = mesh.coordinate[0], mesh.shape[0]
+    if op == "avg":
+        terms = value * n if k == 0 else np.zeros_like(value)
+    else:
+        terms = (value - (n - 1) * 3 if k == 0 else np.full_like(value, 3)).astype(value.dtype)
+    return mt.DTensor.from_local(terms, mesh, [Partial(op)])
+
+
+CASES = {  # name: (function of the DTensor or the numpy value, value, reduce op)
+    "int8 wraps, then widens": (lambda x: x.astype(np.int64), np.array([100, -100], np.int8), "sum"),
+    "int8 times a float": (lambda x: x * 1.0, np.array([100, 120], np.int8), "sum"),
+    "int8 sum promotes": (lambda x: np.sum(x), np.array([100, 120], np.int8), "sum"),
+    "float64 narrowed": (lambda x: x.astype(np.float32), np.array([1e30, 1.0]), "sum"),
+    "int64 to float64": (lambda x: x.astype(np.float64), np.array([2 ** 53 + 1], np.int64), "sum"),
+    "ufunc dtype=": (lambda x: np.negative(x, dtype=np.float16), np.array([1e6, 1.5]), "sum"),
+    "int avg doubled": (lambda x: x + x, np.array([1, 3], np.int64), "avg"),
+    "divide by zero": (lambda x: x / 0.0, np.array([1.0, -2.0]), "sum"),
+    "times inf": (lambda x: x * np.inf, np.array([1.0, -2.0]), "sum"),
+    "max plus inf": (lambda x: x + np.inf, np.array([1.0, -2.0]), "max"),
+}
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_terms_reduce_first_where_the_algebra_fails(name):
+    fn, value, op = CASES[name]
+    mesh = mt.init_device_mesh((WORLD.size,))
+    with np.errstate(all="ignore"):
+        want = np.asarray(fn(value))
+        got = fn(_terms(value, mesh, op)).full_tensor()
+    ok = got.dtype == want.dtype and np.array_equal(got, want, equal_nan=True)
+    assert_all_ranks(ok, f"{name}: {got} != {want}")
+
+
+@pytest.mark.mpi
+def test_var_with_ddof_past_the_count_gives_numpys_inf():
+    mesh = mt.init_device_mesh((WORLD.size,))
+    c = np.arange(6.0).reshape(3, 2)
+    x = mt.distribute_tensor(c, mesh, [Shard(0)])
+    with np.errstate(all="ignore"):
+        assert np.array_equal(np.var(x, axis=0, ddof=3).full_tensor(), np.var(c, axis=0, ddof=3))
+
+
+@pytest.mark.mpi
+def test_repeated_einsum_label_is_never_split():
+    mesh = mt.init_device_mesh((WORLD.size,))
+    m, v = np.arange(16.0).reshape(4, 4), np.arange(4.0)
+    got = np.einsum("ii,i->i", mt.distribute_tensor(m, mesh, [Replicate()]),
+                    mt.distribute_tensor(v, mesh, [Shard(0)]))
+    assert np.array_equal(got.full_tensor(), np.einsum("ii,i->i", m, v))
+
+
+@pytest.mark.mpi
+def test_creation_refuses_partial_placements():
+    mesh = mt.init_device_mesh((WORLD.size,))
+    with pytest.raises(ValueError, match="contain Partial"):
+        mt.ones(3, mesh=mesh, placements=[Partial()])
