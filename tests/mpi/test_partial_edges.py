@@ -9,14 +9,18 @@ from mtensor import Partial, Replicate, Shard
 
 
 def _terms(value, mesh, op="sum"):
-    """A Partial DTensor whose terms differ on every rank but reduce to ``value``."""
+    """A Partial DTensor whose terms differ on every rank but reduce to ``value``: integer
+    sums that wrap around, integer averages that truncate."""
     value = np.asarray(value)
     k, n = mesh.coordinate[0], mesh.shape[0]
+    whole = value.dtype.kind in "iu"
     if op == "avg":
-        terms = value * n if k == 0 else np.zeros_like(value)
+        first = value.astype(np.int64) * n + (n - 1) if whole else value * n
+        terms = first if k == 0 else np.zeros_like(value)
     else:
-        terms = (value - (n - 1) * 3 if k == 0 else np.full_like(value, 3)).astype(value.dtype)
-    return mt.DTensor.from_local(terms, mesh, [Partial(op)])
+        big, wide = (120, value.astype(np.int64)) if whole else (3, value)
+        terms = wide - (n - 1) * big if k == 0 else np.full(value.shape, big)
+    return mt.DTensor.from_local(np.asarray(terms).astype(value.dtype), mesh, [Partial(op)])
 
 
 CASES = {  # name: (function of the DTensor or the numpy value, value, reduce op)
