@@ -17,3 +17,12 @@ def test_dispatch_benchmark_runs():
     result = run_under_mpi(2, ["benchmarks/dispatch_vs_torch.py", "--quick"], timeout=180)
     assert result.returncode == 0, result.stdout
     assert "| x + y |" in result.stdout and "first call on a new shape" in result.stdout
+
+
+def test_train_step_benchmark_runs():
+    result = run_under_mpi(2, ["benchmarks/train_step_vs_handwritten.py", "--batch", "16",
+                               "--d", "8", "--reps", "2"], timeout=120)
+    assert result.returncode == 0, result.stdout
+    lines = [ln for ln in result.stdout.splitlines() if ln.startswith("loss:")]
+    mt_loss, hand_loss = (float(w) for w in lines[0].split()[2::2])
+    assert abs(mt_loss - hand_loss) < 1e-12 and "ratio" in result.stdout

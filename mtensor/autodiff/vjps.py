@@ -76,6 +76,9 @@ def _einsum_vjp(name):
     """Contract the cotangent with the other operands back to operand j's labels; labels
     operand j holds alone (or broadcasts) come back by broadcasting."""
     def vjp(j, g, out, ops, params):
+        if name == "matmul" and np.ndim(ops[0]) == np.ndim(ops[1]) == 2:
+            # the common case as BLAS likes it: transposed views, no copies
+            return g @ ops[1].T if j == 0 else ops[0].T @ g
         metas = tuple(Operand(np.shape(o), getattr(o, "dtype", None) or np.result_type(o), None)
                       for o in ops)
         call = OpCall(name, metas, params, ())

@@ -129,8 +129,14 @@ _KERNELS = {
     "matmul": lambda params: np.matmul,
     "dot": lambda params: np.dot,
     "tensordot": lambda params: lambda x, y: np.tensordot(x, y, axes=params),
-    "einsum": lambda params: lambda *ops: np.einsum(params[0], *ops),
+    "einsum": lambda params: lambda *ops: np.einsum(params[0], *ops, optimize=_big(ops)),
 }
+
+
+def _big(ops) -> bool:
+    """Let numpy route a large einsum through BLAS (tensordot): its own loops are ~10x
+    slower there, while planning the path costs ~20 us, too much for small blocks."""
+    return len(ops) > 1 and sum(np.size(o) for o in ops) > 16384
 
 
 @register(*_KERNELS)

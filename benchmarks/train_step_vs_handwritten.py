@@ -1,0 +1,108 @@
+"""One forward+backward of a two-block Megatron MLP: mtensor eager vs the same step written
+by hand with numpy and mpi4py on the same shards.
+
+    mpiexec -n 4 python benchmarks/train_step_vs_handwritten.py [--batch 256 --d 512 --reps 15]
+
+Mesh (2, n/2) = (dp, tp) (n = 2: (1, 2)).  X, T (batch, d) are batch-sharded on dp; A_i
+(d, 4d) column-parallel and B_i (4d, d) row-parallel on tp.  The hand version is Megatron's:
+local matmuls, an all-reduce on tp after each block's second matmul, the input-gradient
+all-reduce on tp in the backward and one data-parallel all-reduce per weight gradient; both
+sides also all-reduce the scalar loss.  The sides alternate, medians of the slowest rank.
+"""
+import argparse
+import time
+
+import numpy as np
+from mpi4py import MPI
+
+import mtensor as mt
+from mtensor import Replicate, Shard
+
+
+def mlp_loss(params, x, t):
+    h = x
+    for i in ("1", "2"):
+        h = np.tanh(h @ params["a" + i]) @ params["b" + i]
+    return ((h - t) ** 2).mean()
+
+
+def make_mtensor_step(p, x, t, mesh):
+    col, row = [Replicate(), Shard(1)], [Replicate(), Shard(0)]
+    P = {k: mt.distribute_tensor(v, mesh, col if k[0] == "a" else row) for k, v in p.items()}
+    X, T = (mt.distribute_tensor(v, mesh, [Shard(0), Replicate()]) for v in (x, t))
+    step = mt.value_and_grad(mlp_loss)
+
+    def run():
+        value, grads = step(P, X, T)
+        return float(value), grads
+    return run
+
+
+def make_hand_step(p, x, t, mesh):
+    dp, tp = mesh.get_group("dp"), mesh.get_group("tp")
+    r_dp, r_tp = mesh.get_coordinate()
+    rows = np.array_split(np.arange(x.shape[0]), dp.size)[r_dp]
+    xl, tl = x[rows], t[rows]
+    cols = lambda a: np.array_split(a, tp.size, axis=1)[r_tp].copy()  # noqa: E731
+    lp = {k: cols(v) if k[0] == "a" else np.array_split(v, tp.size, axis=0)[r_tp].copy()
+          for k, v in p.items()}
+    n_total = t.size
+
+    def allreduce(comm, a):
+        comm.Allreduce(MPI.IN_PLACE, a, MPI.SUM)
+        return a
+
+    def run():
+        acts, h = [], xl
+        for i in ("1", "2"):
+            z = np.tanh(h @ lp["a" + i])
+            acts.append((h, z))
+            h = allreduce(tp, z @ lp["b" + i])
+        diff = h - tl
+        loss = allreduce(dp, np.array([np.sum(diff * diff) / n_total]))[0]
+        g, grads = 2 * diff / n_total, {}
+        for i, (inp, z) in zip(("2", "1"), reversed(acts)):
+            grads["b" + i] = allreduce(dp, z.T @ g)
+            gz = (g @ lp["b" + i].T) * (1 - z * z)
+            grads["a" + i] = allreduce(dp, inp.T @ gz)
+            if i == "2":
+                g = allreduce(tp, gz @ lp["a" + i].T)
+        return loss, grads
+    return run
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--batch", type=int, default=256)
+    parser.add_argument("--d", type=int, default=512)
+    parser.add_argument("--reps", type=int, default=15)
+    args = parser.parse_args()
+    comm = MPI.COMM_WORLD
+    n = comm.size
+    mesh = mt.init_device_mesh((2, n // 2) if n % 2 == 0 and n > 2 else (1, n),
+                               mesh_dim_names=("dp", "tp"))
+    rng = np.random.default_rng(0)
+    d = args.d
+    x, t = rng.standard_normal((2, args.batch, d))
+    p = {k: rng.standard_normal(s) / np.sqrt(s[0]) for k, s in
+         [("a1", (d, 4 * d)), ("b1", (4 * d, d)), ("a2", (d, 4 * d)), ("b2", (4 * d, d))]}
+    sides = {"mtensor": make_mtensor_step(p, x, t, mesh), "hand": make_hand_step(p, x, t, mesh)}
+    losses = {name: run()[0] for name, run in sides.items()}
+    times = {name: [] for name in sides}
+    for rep in range(args.reps):
+        for name in (list(sides) if rep % 2 == 0 else list(sides)[::-1]):
+            comm.Barrier()
+            start = time.perf_counter()
+            sides[name]()
+            times[name].append(time.perf_counter() - start)
+    med = {k: comm.allreduce(float(np.median(v)), op=MPI.MAX) for k, v in times.items()}
+    if comm.rank == 0:
+        print(f"mesh {mesh.shape} (dp, tp), batch {args.batch}, d {args.d}, hidden {4 * d}, "
+              f"float64, {args.reps} reps")
+        print(f"loss: mtensor {losses['mtensor']:.12f}  hand {losses['hand']:.12f}")
+        print(f"step: mtensor {med['mtensor'] * 1e3:.2f} ms  hand {med['hand'] * 1e3:.2f} ms  "
+              f"ratio {med['mtensor'] / med['hand']:.3f}")
+
+
+if __name__ == "__main__":
+    main()
