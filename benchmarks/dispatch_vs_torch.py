@@ -13,7 +13,9 @@ on the local blocks, and ``torch.distributed.tensor`` over gloo (env://).  They 
 interleaved: each repetition times a batch of calls per side, rotating which side goes first;
 rank 0 prints, per side, the median of the per-batch means (slowest rank), the microseconds
 added over numpy, and the ratio to numpy.  torch is optional (``pip install torch==2.13.0
---index-url https://download.pytorch.org/whl/cpu``): without it its columns read "n/a".
+--index-url https://download.pytorch.org/whl/cpu``): without it, or with
+MTENSOR_BENCH_NO_TORCH=1 in the environment, its columns read "n/a".  ``--json PATH`` also
+writes the table (seconds per op, null where absent) from rank 0.
 
 One thread per rank on every side: OMP/OPENBLAS/MKL_NUM_THREADS default to 1 below, before
 numpy is imported (override with ``mpiexec -genv OMP_NUM_THREADS 2 ...``), and torch gets
@@ -25,6 +27,7 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
 
 import argparse  # noqa: E402  (the thread settings above must precede numpy)
+import json  # noqa: E402
 import socket  # noqa: E402
 import time  # noqa: E402
 
@@ -46,8 +49,13 @@ CASES = [  # label, rows and cols per rank block, op on (x, y, w) -- the same co
 MISS_LABEL = "x + y, first call on a new shape"
 
 
-def init_torch(comm):
-    """(torch module, 1-D CPU mesh over gloo), or (None, None) when torch cannot be imported."""
+def init_torch(comm, mesh_shape=None, mesh_dim_names=None):
+    """(torch module, CPU device mesh over gloo, 1-D over all ranks unless ``mesh_shape``), or
+    (None, None) when torch cannot be imported or MTENSOR_BENCH_NO_TORCH is set."""
+    if os.environ.get("MTENSOR_BENCH_NO_TORCH"):
+        if comm.rank == 0:
+            print("note: MTENSOR_BENCH_NO_TORCH is set; torch columns skipped")
+        return None, None
     try:
         import torch
         import torch.distributed as dist
@@ -62,7 +70,8 @@ def init_torch(comm):
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
                       RANK=str(comm.rank), WORLD_SIZE=str(comm.size))
     dist.init_process_group("gloo", init_method="env://")
-    return torch, init_device_mesh("cpu", (comm.size,))
+    return torch, init_device_mesh("cpu", tuple(mesh_shape or (comm.size,)),
+                                   mesh_dim_names=mesh_dim_names)
 
 
 def _free_port():
@@ -171,6 +180,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reps", type=int, default=60, help="repetitions (batches) per side")
     parser.add_argument("--quick", action="store_true", help="tiny run, for a smoke test")
+    parser.add_argument("--json", help="also write the table here (rank 0)")
     args = parser.parse_args()
     reps = 3 if args.quick else args.reps
     small_batch, large_batch = (10, 1) if args.quick else (200, 3)
@@ -186,6 +196,11 @@ def main():
     table = slowest_rank(results, comm)
     if comm.rank == 0:
         print_table(table, comm)
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump({"ranks": comm.size, "reps": reps, "sides": SIDES, "table": {
+                    label: [float(t) if np.isfinite(t) else None for t in row]
+                    for label, row in table.items()}}, f)
     if torch is not None:
         torch.distributed.destroy_process_group()
 

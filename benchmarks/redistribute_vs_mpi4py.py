@@ -32,10 +32,13 @@ def _raw(kind, comm, local, out):
     elif kind == "reduce_scatter":
         comm.Reduce_scatter_block(local, out, MPI.SUM)
     else:  # S(0) -> S(1): pack column blocks contiguously, exchange, rows arrive in order
-        n = comm.size
-        rows, cols = local.shape
-        send = np.ascontiguousarray(local.reshape(rows, n, cols // n).transpose(1, 0, 2))
-        comm.Alltoall(send, out)
+        comm.Alltoall(pack_columns(local, comm.size), out)
+
+
+def pack_columns(local, n):
+    """The n column blocks of ``local`` one after another: an all-to-all's send buffer."""
+    rows, cols = local.shape
+    return np.ascontiguousarray(local.reshape(rows, n, cols // n).transpose(1, 0, 2))
 
 
 def _layouts(kind):
@@ -49,8 +52,10 @@ def _layouts(kind):
     }[kind]
 
 
-def _case(kind, nbytes, mesh, comm):
-    """(mtensor callable, raw callable) for one collective on a float32 tensor of nbytes."""
+def _case(kind, nbytes, mesh, comm, buffers=None):
+    """(mtensor callable, raw callable) for one collective on a float32 tensor of nbytes.
+
+    ``buffers``, a dict if given, receives the raw side's local input and output arrays."""
     import mtensor as mt
 
     n = comm.size
@@ -65,6 +70,8 @@ def _case(kind, nbytes, mesh, comm):
     if kind == "all_to_all":
         out_shape = (rows, cols // n)
     out = np.empty(out_shape, dtype=np.float32)
+    if buffers is not None:
+        buffers.update(local=local, out=out)
     return (lambda: x.redistribute(mesh, dst)), (lambda: _raw(kind, comm, local, out))
 
 
@@ -74,17 +81,26 @@ def _local_shape(shape, mesh, placements):
     return local_shape(shape, mesh.shape, placements, mesh.coordinate)
 
 
-def _median_pair(a, b, comm, reps):
-    ta, tb = [], []
-    for rep in range(reps):  # alternate which side goes first
-        for fn, sink in ((a, ta), (b, tb))[::1 if rep % 2 else -1]:
+def median_sides(fns, comm, reps):
+    """Median seconds per call of each callable in ``fns``, interleaved, each after a barrier."""
+    times = [[] for _ in fns]
+    for rep in range(reps):  # rotate which side goes first
+        first = rep % len(fns)
+        for i in list(range(first, len(fns))) + list(range(first)):
             comm.Barrier()
             t0 = time.perf_counter()
-            fn()
-            sink.append(time.perf_counter() - t0)
+            fns[i]()
+            times[i].append(time.perf_counter() - t0)
     # every rank reports the slowest rank's median: a collective ends when its last rank does
-    return (comm.allreduce(float(np.median(ta)), op=_max()),
-            comm.allreduce(float(np.median(tb)), op=_max()))
+    return [comm.allreduce(float(np.median(t)), op=_max()) for t in times]
+
+
+def size_label(nbytes):
+    return f"{nbytes >> 20} MiB" if nbytes >= 1 << 20 else f"{nbytes >> 10} KiB"
+
+
+def reps_for(nbytes):
+    return int(min(200, max(5, (64 << 20) // nbytes // 4)))
 
 
 def _max():
@@ -105,8 +121,7 @@ def worker():
         for nbytes in SIZES:
             ours, raw = _case(kind, nbytes, mesh, comm)
             ours(), raw()  # warm-up: plan cache, MPI connections
-            reps = int(min(200, max(5, (64 << 20) // nbytes // 4)))
-            t_ours, t_raw = _median_pair(ours, raw, comm, reps)
+            t_ours, t_raw = median_sides([ours, raw], comm, reps_for(nbytes))
             rows.append((kind, nbytes, t_ours, t_raw))
     if comm.rank == 0:
         print(f"\n### {comm.size} ranks ({os.cpu_count()} cores), float32, median of "
@@ -114,9 +129,9 @@ def worker():
         print("| collective | size | mtensor | mpi4py | ratio | added |")
         print("|---|---:|---:|---:|---:|---:|")
         for kind, nbytes, t_ours, t_raw in rows:
-            size = f"{nbytes >> 20} MiB" if nbytes >= 1 << 20 else f"{nbytes >> 10} KiB"
-            print(f"| {kind} | {size} | {t_ours * 1e6:.1f} us | {t_raw * 1e6:.1f} us | "
-                  f"{t_ours / t_raw:.3f} | {(t_ours - t_raw) * 1e6:+.1f} us |")
+            print(f"| {kind} | {size_label(nbytes)} | {t_ours * 1e6:.1f} us | "
+                  f"{t_raw * 1e6:.1f} us | {t_ours / t_raw:.3f} | "
+                  f"{(t_ours - t_raw) * 1e6:+.1f} us |")
 
 
 def main():

@@ -7,9 +7,14 @@ Mesh (2, n/2) = (dp, tp) (n = 2: (1, 2)).  X, T (batch, d) are batch-sharded on 
 (d, 4d) column-parallel and B_i (4d, d) row-parallel on tp.  The hand version is Megatron's:
 local matmuls, an all-reduce on tp after each block's second matmul, the input-gradient
 all-reduce on tp in the backward and one data-parallel all-reduce per weight gradient; both
-sides also all-reduce the scalar loss.  The sides alternate, medians of the slowest rank.
+sides also all-reduce the scalar loss.  A third side, PyTorch DTensor over gloo (when torch
+imports and MTENSOR_BENCH_NO_TORCH is unset), runs the same ``mlp_loss`` on float64 DTensors
+with the same placements and ``loss.backward()``, each gradient then redistributed to its
+parameter's placements (the dp all-reduce).  The sides rotate, medians of the slowest rank;
+``--json PATH`` also writes them from rank 0.
 """
 import argparse
+import json
 import time
 
 import numpy as np
@@ -19,10 +24,10 @@ import mtensor as mt
 from mtensor import Replicate, Shard
 
 
-def mlp_loss(params, x, t):
+def mlp_loss(params, x, t, tanh=np.tanh):
     h = x
     for i in ("1", "2"):
-        h = np.tanh(h @ params["a" + i]) @ params["b" + i]
+        h = tanh(h @ params["a" + i]) @ params["b" + i]
     return ((h - t) ** 2).mean()
 
 
@@ -71,26 +76,59 @@ def make_hand_step(p, x, t, mesh):
     return run
 
 
+def make_dtensor_step(p, x, t, mesh, comm):
+    """The step in PyTorch DTensor on an identical (dp, tp) mesh, or None without torch."""
+    from dispatch_vs_torch import init_torch
+
+    torch, tmesh = init_torch(comm, mesh.shape, ("dp", "tp"))
+    if torch is None:
+        return None
+    from torch.distributed.tensor import Replicate as TR, Shard as TS, distribute_tensor
+
+    col, row = [TR(), TS(1)], [TR(), TS(0)]
+    P = {k: distribute_tensor(torch.from_numpy(v), tmesh, col if k[0] == "a" else row)
+         .requires_grad_() for k, v in p.items()}
+    X, T = (distribute_tensor(torch.from_numpy(v), tmesh, [TS(0), TR()]) for v in (x, t))
+
+    def run():
+        for v in P.values():
+            v.grad = None
+        loss = mlp_loss(P, X, T, tanh=torch.tanh)
+        loss.backward()
+        grads = {k: v.grad.redistribute(tmesh, v.placements) for k, v in P.items()}
+        return float(loss.detach().full_tensor()), grads
+    return run
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--batch", type=int, default=256)
+    parser.add_argument("--batch", type=int, default=256, help="global batch")
+    parser.add_argument("--batch-per-dp", type=int,
+                        help="weak scaling: global batch = this times the dp size")
     parser.add_argument("--d", type=int, default=512)
     parser.add_argument("--reps", type=int, default=15)
+    parser.add_argument("--json", help="also write the medians here (rank 0)")
     args = parser.parse_args()
     comm = MPI.COMM_WORLD
     n = comm.size
     mesh = mt.init_device_mesh((2, n // 2) if n % 2 == 0 and n > 2 else (1, n),
                                mesh_dim_names=("dp", "tp"))
+    if args.batch_per_dp:
+        args.batch = args.batch_per_dp * mesh.shape[0]
     rng = np.random.default_rng(0)
     d = args.d
     x, t = rng.standard_normal((2, args.batch, d))
     p = {k: rng.standard_normal(s) / np.sqrt(s[0]) for k, s in
          [("a1", (d, 4 * d)), ("b1", (4 * d, d)), ("a2", (d, 4 * d)), ("b2", (4 * d, d))]}
     sides = {"mtensor": make_mtensor_step(p, x, t, mesh), "hand": make_hand_step(p, x, t, mesh)}
+    dtensor = make_dtensor_step(p, x, t, mesh, comm)
+    if dtensor is not None:
+        sides["DTensor"] = dtensor
     losses = {name: run()[0] for name, run in sides.items()}
     times = {name: [] for name in sides}
     for rep in range(args.reps):
-        for name in (list(sides) if rep % 2 == 0 else list(sides)[::-1]):
+        names = list(sides)[rep % len(sides):] + list(sides)[:rep % len(sides)]
+        for name in (names if rep % 2 == 0 else names[::-1]):
             comm.Barrier()
             start = time.perf_counter()
             sides[name]()
@@ -102,6 +140,17 @@ def main():
         print(f"loss: mtensor {losses['mtensor']:.12f}  hand {losses['hand']:.12f}")
         print(f"step: mtensor {med['mtensor'] * 1e3:.2f} ms  hand {med['hand'] * 1e3:.2f} ms  "
               f"ratio {med['mtensor'] / med['hand']:.3f}")
+        if dtensor is not None:
+            print(f"DTensor: loss {losses['DTensor']:.12f}  step {med['DTensor'] * 1e3:.2f} ms  "
+                  f"mtensor / DTensor {med['mtensor'] / med['DTensor']:.3f}")
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump({"ranks": n, "mesh": list(mesh.shape), "batch": args.batch,
+                           "d": d, "reps": args.reps, "losses": losses, "median_s": med}, f)
+    if dtensor is not None:
+        import torch.distributed
+
+        torch.distributed.destroy_process_group()
 
 
 if __name__ == "__main__":

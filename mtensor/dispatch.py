@@ -9,6 +9,8 @@ already fit), calls the kernel on the local blocks and wraps the result.
 """
 from __future__ import annotations
 
+import cmath
+
 import numpy as np
 
 from .autodiff import tape
@@ -44,6 +46,8 @@ def _finite_nonzero(value) -> bool:
     """Whether partial terms may be scaled by this constant: an inf, nan or 0 divisor makes
     terms disagree with numpy's whole-value result (0 * inf, -inf + inf), so those reduce
     first.  The answer is the same on every rank, since constants are."""
+    if isinstance(value, _SCALARS):  # the common case, without numpy's per-call overhead
+        return value != 0 and cmath.isfinite(value)
     with np.errstate(invalid="ignore"):
         return bool(np.all(np.isfinite(value)) and np.all(value != 0))
 

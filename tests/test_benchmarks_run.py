@@ -1,0 +1,43 @@
+"""benchmarks/run.py runs end to end at tiny sizes, with torch and with torch hidden."""
+import importlib.util
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SECTIONS = ["## 1. Collectives", "## 2. Dispatch overhead", "## 3. Training step",
+            "## 4. Scaling", "How to reproduce"]
+
+
+def run_quick(out, **env):
+    proc = subprocess.Popen(
+        [sys.executable, "benchmarks/run.py", "--ranks", "2", "--quick", "--out", str(out),
+         "--timeout", "60"],
+        cwd=ROOT, env=dict(os.environ, **env), stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        stdout, _ = proc.communicate(timeout=70)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        stdout, _ = proc.communicate()
+        pytest.fail(f"benchmarks/run.py --quick: no result after 70 s\n{stdout[-10000:]}")
+    assert proc.returncode == 0, stdout[-10000:]
+    return (out / "RESULTS.md").read_text()
+
+
+@pytest.mark.parametrize("hide_torch", [False, True], ids=["torch-if-installed", "no-torch"])
+def test_run_quick_writes_results_and_plots(tmp_path, hide_torch):
+    env = {"MTENSOR_BENCH_NO_TORCH": "1"} if hide_torch else {}
+    text = run_quick(tmp_path, **env)
+    for heading in SECTIONS:
+        assert heading in text, heading
+    if importlib.util.find_spec("matplotlib"):  # plots need the bench extra
+        assert list((tmp_path / "plots").glob("*.png"))
+    assert "FAILED" not in text
+    if hide_torch:  # every torch column is n/a, never a number
+        assert "gloo: n/a" in text
+        assert "| x + y | " in text and text.split("| x + y |")[1].split("\n")[0].count("n/a") >= 4
