@@ -4,6 +4,13 @@ import numpy as np
 SIDE_STYLE = {"mtensor": "C0", "mpi4py": "C1", "hand": "C1", "gloo": "C2", "DTensor": "C2"}
 
 
+
+def _save(plt, fig, path):
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return path
+
 def make_plots(results, folder):
     """([paths written], note) -- the note says why there are none."""
     try:
@@ -45,10 +52,7 @@ def _collectives(plt, res, gloo_res, path):
         axes[1, col].set_ylabel("bus bandwidth GB/s")
         axes[1, col].set_xlabel("tensor bytes")
         axes[0, col].legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=90)
-    plt.close(fig)
-    return path
+    return _save(plt, fig, path)
 
 
 def _dispatch(plt, res, path):
@@ -65,10 +69,7 @@ def _dispatch(plt, res, path):
     ax.set_ylabel("us added over numpy per op")
     ax.set_title(f"dispatch overhead, {res['ranks']} ranks (Heat n/a)")
     ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=90)
-    plt.close(fig)
-    return path
+    return _save(plt, fig, path)
 
 
 def _scaling(plt, results, path):
@@ -87,7 +88,4 @@ def _scaling(plt, results, path):
         batch = "fixed global batch" if kind == "strong" else "fixed batch per dp rank"
         ax.set_title(f"{kind} scaling ({batch})")
         ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=90)
-    plt.close(fig)
-    return path
+    return _save(plt, fig, path)
