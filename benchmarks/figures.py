@@ -4,12 +4,12 @@ import numpy as np
 SIDE_STYLE = {"mtensor": "C0", "mpi4py": "C1", "hand": "C1", "gloo": "C2", "DTensor": "C2"}
 
 
-
 def _save(plt, fig, path):
     fig.tight_layout()
     fig.savefig(path, dpi=90)
     plt.close(fig)
     return path
+
 
 def make_plots(results, folder):
     """([paths written], note) -- the note says why there are none."""
