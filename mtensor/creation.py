@@ -9,7 +9,7 @@ import numpy as np
 
 from .dtensor import DTensor
 from .numpy_api import implements
-from .placement import Partial, Replicate, local_bounds, local_shape
+from .placement import Replicate, local_bounds, local_shape, reduced
 from .spec import DTensorSpec, check_no_partial_target, check_placements
 
 
@@ -61,7 +61,7 @@ def arange(start, stop=None, step=1, dtype=None, *, mesh=None, placements=None) 
 
 def _like_layout(a: DTensor):
     """A new tensor laid out like ``a``; Partial dims become Replicate (new values are whole)."""
-    return tuple(Replicate() if isinstance(p, Partial) else p for p in a.placements)
+    return reduced(a.placements)
 
 
 def _like(a: DTensor, dtype, shape) -> dict:

@@ -27,8 +27,8 @@ _SCALARS = (int, float, complex, bool)
 class Decision:
     """A cached strategy bound to this rank: what to run for one op signature."""
 
-    __slots__ = ("prepare", "in_specs", "direct", "kernel", "mesh", "placements", "shape", "nout", "specs",
-                 "call", "in_layouts", "cost")
+    __slots__ = ("prepare", "in_specs", "direct", "kernel", "mesh", "placements", "shape",
+                 "nout", "specs", "cost")
 
     def out_spec(self, dtype) -> DTensorSpec:
         spec = self.specs.get(dtype)
@@ -157,7 +157,7 @@ def _decide(name: str, operands, params) -> Decision:
     d.direct = all(type(o) is DTensor and p is None for o, p in zip(operands, d.prepare))
     d.kernel = strategy.bind(in_layouts, out_layout, mesh)
     d.mesh, d.placements, d.shape, d.nout = mesh, out_layout, strategy.out_shape, strategy.nout
-    d.specs, d.call, d.in_layouts, d.cost = {}, call, in_layouts, predicted
+    d.specs, d.cost = {}, predicted
     return d
 
 
@@ -173,7 +173,3 @@ def _preparer(operand, layout, mesh, model):
     index = local_slices(np.shape(operand), mesh.shape, layout, mesh.coordinate)
     return (lambda value: np.asarray(value)[index]), None
 
-
-def cache_info() -> int:
-    """How many op signatures have a cached decision."""
-    return len(_decisions)

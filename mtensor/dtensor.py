@@ -18,13 +18,13 @@ from .autodiff import tape
 from .comm import guard
 from .debug.comm_mode import record
 from .placement import (
-    Partial,
     Placement,
     Replicate,
     Shard,
     local_shape,
     local_slices,
     mesh_coords,
+    reduced,
 )
 from .redistribute.cost import get_cost_model
 from .redistribute.execute import bind_program
@@ -201,7 +201,7 @@ def distribute_tensor(array, device_mesh, placements, src_data_rank: Optional[in
     placements = check_placements("distribute_tensor", placements, device_mesh, array.shape)
     # Partial mesh dims are sent as Replicate; the planner's local R -> P step then makes the
     # partial terms (Partial(sum) keeps the value at coordinate 0 only).
-    sent = tuple(Replicate() if isinstance(p, Partial) else p for p in placements)
+    sent = reduced(placements)
     spec = DTensorSpec(device_mesh, sent, tuple(array.shape), array.dtype)
     if src_data_rank is None:
         local = array[local_slices(array.shape, device_mesh.shape, sent,

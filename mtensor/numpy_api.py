@@ -13,7 +13,7 @@ import math
 import numpy as np
 
 from . import dispatch as _dispatch
-from .placement import Partial, Replicate
+from .placement import reduced
 
 HANDLED: dict = {}
 
@@ -153,8 +153,7 @@ def var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **kwargs):
     count = math.prod(a.shape[d] for d in axes)
     total = sum(squares, axis, dtype=dtype, keepdims=keepdims)
     if count - ddof <= 0:  # numpy's inf/nan come from the whole sum, not from each term
-        total = total.redistribute(placements=[Replicate() if isinstance(p, Partial) else p
-                                               for p in total.placements])
+        total = total.redistribute(placements=reduced(total.placements))
     return total / builtins.max(count - ddof, 0)
 
 

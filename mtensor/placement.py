@@ -96,6 +96,11 @@ Placement = Union[Shard, Replicate, Partial]
 Shape = Tuple[int, ...]
 
 
+def reduced(placements) -> Tuple[Placement, ...]:
+    """The placements with every Partial made Replicate: the layout of the reduced value."""
+    return tuple(Replicate() if isinstance(p, Partial) else p for p in placements)
+
+
 def shard_bounds(size: int, n: int, index: int) -> Tuple[int, int]:
     """``(start, stop)`` of piece ``index`` when ``size`` items split into ``n`` (array_split)."""
     base, extra = divmod(size, n)

@@ -15,7 +15,7 @@ import numpy as np
 
 from ..comm import guard
 from ..dtensor import DTensor
-from ..placement import Partial, Replicate
+from ..placement import Partial, reduced
 from . import tape
 from .tape import VJPS
 
@@ -47,8 +47,7 @@ def _settled(g):
     if not any(isinstance(p, Partial) for p in g.placements):
         return g
     guard.state.op = "the gradient (reducing a shared cotangent)"
-    return g._redistribute(tuple(Replicate() if isinstance(p, Partial) else p
-                                 for p in g.placements))
+    return g._redistribute(reduced(g.placements))
 
 
 def _backward(entries, value):

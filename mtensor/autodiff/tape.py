@@ -43,9 +43,8 @@ def start(leaves) -> None:
     state.tracked = {id(leaf) for leaf in leaves}
 
 
-def stop() -> List[Entry]:
-    entries, state.recording, state.entries, state.tracked = state.entries, False, [], set()
-    return entries
+def stop() -> None:
+    state.recording, state.entries, state.tracked = False, [], set()
 
 
 def is_tracked(value) -> bool:

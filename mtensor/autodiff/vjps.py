@@ -12,7 +12,7 @@ import numpy as np
 
 from ..ops.contraction import einsum_form
 from ..ops.registry import Operand, OpCall, normalize_axes
-from ..placement import Partial, Replicate
+from ..placement import reduced
 from .tape import VJPS
 
 
@@ -150,8 +150,7 @@ VJPS.update({
     "broadcast_to": _unary(lambda g, out, ops, params: unbroadcast(g, ops[0].shape)),
     "getitem": _unary(lambda g, out, ops, params: _index_put(g, params[0], ops[0].shape)),
     # the reverse redistribution: all-gather <-> reduce-scatter, a Partial source is whole
-    "redistribute": _unary(lambda g, out, ops, params: g._redistribute(tuple(
-        Replicate() if isinstance(p, Partial) else p for p in params[0]))),
+    "redistribute": _unary(lambda g, out, ops, params: g._redistribute(reduced(params[0]))),
 })
 
 

@@ -8,7 +8,7 @@ every rank, so every rank picks the same strategy.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable, Dict, Optional, Sequence, Tuple
 
 import numpy as np
@@ -86,7 +86,6 @@ class Strategy:
     kernel: Optional[Kernel] = None
     kernel_for: Optional[Callable] = None
     nout: int = 1
-    extra: Dict = field(default_factory=dict)
 
     def bind(self, in_layouts, out_layout, mesh) -> Kernel:
         if self.kernel_for is not None:
