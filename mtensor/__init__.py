@@ -7,7 +7,7 @@ from .comm import guard as _guard
 from .comm.abort import set_abort_on_error
 from .comm.guard import CollectiveMismatchError, set_checks, set_timeout
 from .creation import arange, empty, empty_like, full, full_like, ones, ones_like, zeros, zeros_like
-from .debug import CommDebugMode
+from .debug import CommDebugMode, explain
 from .dtensor import DTensor, distribute_tensor
 from .mesh import DeviceMesh, init_device_mesh
 from .numpy_api import (
@@ -21,11 +21,12 @@ from .numpy_shapes import (
 from .placement import Partial, Replicate, Shard
 from .comm.calibrate import calibrate
 from .redistribute.cost import CostModel, get_cost_model, set_cost_model
+from .trace_compile.compile import compile
 
 __all__ = [
     "CollectiveMismatchError", "CommDebugMode", "CostModel", "DTensor", "DeviceMesh", "Partial", "Replicate", "Shard", "all", "any",
-    "arange", "argmax", "argmin", "astype", "broadcast_to", "calibrate", "clip", "concatenate", "copy", "dot",
-    "einsum", "empty", "empty_like", "expand_dims", "full", "full_like", "distribute_tensor", "get_cost_model", "grad",
+    "arange", "argmax", "argmin", "astype", "broadcast_to", "calibrate", "clip", "compile", "concatenate", "copy", "dot",
+    "einsum", "empty", "empty_like", "expand_dims", "explain", "full", "full_like", "distribute_tensor", "get_cost_model", "grad",
     "init_device_mesh", "matmul", "optim", "max", "mean", "min", "moveaxis", "ones", "ones_like", "prod",
     "random", "ravel", "reshape", "set_abort_on_error", "set_checks", "set_cost_model", "set_timeout", "squeeze", "stack", "std", "sum", "swapaxes", "tensordot",
     "transpose", "value_and_grad", "var", "where", "zeros", "zeros_like",

@@ -20,6 +20,7 @@ from .ops import RULES, OpCall, Operand, choose
 from .placement import Replicate, local_slices
 from .redistribute import cost
 from .spec import DTensorSpec, check_same_mesh
+from .trace_compile.record import state as tracing
 
 _SCALARS = (int, float, complex, bool)
 
@@ -74,7 +75,7 @@ def decision_for(name: str, operands, params=()) -> "Decision":
 def dispatch(name: str, operands, params=()):
     """Run op ``name`` on ``operands`` (DTensors, scalars, arrays) with hashable ``params``."""
     decision = decision_for(name, operands, params)
-    if decision.direct:
+    if decision.direct and tracing.tracer is None:
         blocks = None
         result = decision.kernel(*[o._local for o in operands])
     else:
@@ -86,7 +87,10 @@ def dispatch(name: str, operands, params=()):
             else run(o._local if type(o) is DTensor else o)
             for o, run, spec in zip(operands, decision.prepare, decision.in_specs)
         ]
-        result = decision.kernel(*blocks)
+        if tracing.tracer is None:
+            result = decision.kernel(*blocks)
+        else:
+            result = tracing.tracer.call(name, _arrays(decision), blocks, decision.nout)
     if decision.nout > 1:
         out = tuple(_wrap(r, decision) for r in result)
     elif type(result) is np.ndarray and result.dtype in decision.specs:
@@ -98,10 +102,19 @@ def dispatch(name: str, operands, params=()):
     return out
 
 
+def _arrays(decision: Decision):
+    """The kernel with its results made arrays (numpy reductions return scalars), so the
+    traced graph holds exactly the arrays the output DTensors wrap."""
+    kernel, nout = decision.kernel, decision.nout
+    if nout > 1:
+        return lambda *blocks: tuple(np.asarray(r) for r in kernel(*blocks))
+    return lambda *blocks: np.asarray(kernel(*blocks))
+
+
 def _as_used(operands, decision, blocks):
     """The operands laid out as the op used them: the backward pass reuses these (the
     all-reduced activation, not the Partial one it came from)."""
-    if decision.direct:
+    if blocks is None:
         return operands
     return tuple(DTensor(b, spec) if spec is not None else o
                  for o, b, spec in zip(operands, blocks, decision.in_specs))
@@ -170,6 +183,23 @@ def _preparer(operand, layout, mesh, model):
         return _redistribution(operand.spec, layout, model)
     if all(p == Replicate() for p in layout):
         return None, None
-    index = local_slices(np.shape(operand), mesh.shape, layout, mesh.coordinate)
-    return (lambda value: np.asarray(value)[index]), None
+    return _ConstantBlock(local_slices(np.shape(operand), mesh.shape, layout, mesh.coordinate)), None
+
+
+class _ConstantBlock:
+    """Cuts this rank's block out of a replicated constant (reported to the tracer: the
+    constant may be an argument of a compiled function)."""
+
+    __slots__ = ("index",)
+
+    def __init__(self, index):
+        self.index = index
+
+    def cut(self, value):
+        return np.asarray(value)[self.index]
+
+    def __call__(self, value):
+        if tracing.tracer is None:
+            return self.cut(value)
+        return tracing.tracer.call("slice", self.cut, (value,))
 

@@ -28,6 +28,7 @@ from .placement import (
 )
 from .redistribute.cost import get_cost_model
 from .redistribute.execute import bind_program
+from .trace_compile import record as tracing
 from .spec import (
     DTensorSpec,
     check_local_shapes,
@@ -79,6 +80,7 @@ class DTensor:
 
     def to_local(self) -> np.ndarray:
         """This rank's block (no communication)."""
+        tracing.refuse("to_local()")
         return self._local
 
     def full_tensor(self) -> np.ndarray:
@@ -87,6 +89,7 @@ class DTensor:
             raise TypeError("value_and_grad: full_tensor() (or np.asarray, float) of a value "
                             "that depends on a parameter leaves the gradient's graph; keep "
                             "it a DTensor inside the differentiated function")
+        tracing.refuse("full_tensor() (or np.asarray, float, bool)")
         replicated = (Replicate(),) * self.device_mesh.ndim
         guard.state.op = "full_tensor"
         return self._redistribute(replicated)._local
@@ -197,6 +200,7 @@ def _scatter_from(array, spec: DTensorSpec, root: int) -> np.ndarray:
 def distribute_tensor(array, device_mesh, placements, src_data_rank: Optional[int] = 0) -> DTensor:
     """Distribute a full array.  Values come from rank ``src_data_rank`` of the mesh (one
     scatter or broadcast); with ``None`` every rank cuts its block from its own copy."""
+    tracing.refuse("distribute_tensor (make DTensors outside and pass them in)")
     array = np.asarray(array)
     placements = check_placements("distribute_tensor", placements, device_mesh, array.shape)
     # Partial mesh dims are sent as Replicate; the planner's local R -> P step then makes the

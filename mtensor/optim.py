@@ -1,18 +1,20 @@
 """Optimizers as small pure functions on pytrees of DTensors: ``sgd`` and ``adam``.
 
 They update each parameter's local block in place and need no communication, because
-``value_and_grad`` lays every gradient out like its parameter.
+``value_and_grad`` lays every gradient out like its parameter.  Each update is an
+``effect``, so inside ``mt.compile`` it is recorded and replayed in place.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from .autodiff.api import _flatten
+from .pytree import flatten
+from .trace_compile.record import effect
 
 
 def _pairs(params, grads):
-    leaves, _ = _flatten(params)
-    gleaves, _ = _flatten(grads)
+    leaves, _ = flatten(params)
+    gleaves, _ = flatten(grads)
     for p, g in zip(leaves, gleaves):
         if p.placements != g.placements or p.shape != g.shape:
             raise ValueError(f"optim: a gradient laid out as {list(g.placements)} {g.shape} "
@@ -20,29 +22,41 @@ def _pairs(params, grads):
         yield p, g
 
 
+def _sgd_update(p, g, lr):
+    p -= lr * g
+
+
 def sgd(params, grads, lr: float = 1e-2) -> None:
     """``p -= lr * g`` on every local block."""
     for p, g in _pairs(params, grads):
-        p.to_local()[...] -= lr * g.to_local()
+        effect("sgd", _sgd_update, p._local, g._local, lr)
 
 
 def adam_init(params) -> dict:
-    """Adam's state: step count and zeroed moments, one per local block."""
-    leaves, _ = _flatten(params)
-    return {"step": 0, "m": [np.zeros_like(p.to_local()) for p in leaves],
-            "v": [np.zeros_like(p.to_local()) for p in leaves]}
+    """Adam's state: the step count (a 0-d array, so a compiled step advances it) and zeroed
+    moments, one per local block."""
+    leaves, _ = flatten(params)
+    return {"step": np.zeros((), np.int64), "m": [np.zeros_like(p._local) for p in leaves],
+            "v": [np.zeros_like(p._local) for p in leaves]}
+
+
+def _count(step):
+    step += 1
+
+
+def _adam_update(p, g, m, v, step, lr, b1, b2, eps):
+    t = int(step)
+    m *= b1
+    m += (1 - b1) * g
+    v *= b2
+    v += (1 - b2) * g * g
+    p -= lr * (m / (1 - b1 ** t)) / (np.sqrt(v / (1 - b2 ** t)) + eps)
 
 
 def adam(params, grads, state: dict, lr: float = 1e-3, b1: float = 0.9, b2: float = 0.999,
          eps: float = 1e-8) -> dict:
     """One Adam step (Kingma and Ba, 2015) in place; returns the updated state."""
-    state["step"] += 1
-    t = state["step"]
+    effect("adam step", _count, state["step"])
     for (p, g), m, v in zip(_pairs(params, grads), state["m"], state["v"]):
-        gl = g.to_local()
-        m *= b1
-        m += (1 - b1) * gl
-        v *= b2
-        v += (1 - b2) * gl * gl
-        p.to_local()[...] -= lr * (m / (1 - b1 ** t)) / (np.sqrt(v / (1 - b2 ** t)) + eps)
+        effect("adam", _adam_update, p._local, g._local, m, v, state["step"], lr, b1, b2, eps)
     return state

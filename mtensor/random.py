@@ -76,7 +76,7 @@ class Generator:
 
     def normal(self, loc=0.0, scale=1.0, size=(), *, mesh=None, placements=None) -> DTensor:
         z = self.standard_normal(size, mesh=mesh, placements=placements)
-        return DTensor(loc + scale * z.to_local(), z.spec)
+        return DTensor(loc + scale * z._local, z.spec)
 
     def integers(self, low, high=None, size=(), dtype=np.int64, endpoint=False, *, mesh=None,
                  placements=None) -> DTensor:

@@ -16,30 +16,9 @@ import numpy as np
 from ..comm import guard
 from ..dtensor import DTensor
 from ..placement import Partial, reduced
+from ..pytree import flatten
 from . import tape
 from .tape import VJPS
-
-
-def _flatten(tree):
-    """Leaves of nested dicts, lists and tuples, and a function that rebuilds the tree."""
-    if isinstance(tree, dict):
-        keys = sorted(tree)
-        parts = [_flatten(tree[k]) for k in keys]
-    elif isinstance(tree, (list, tuple)):
-        keys, parts = None, [_flatten(v) for v in tree]
-    else:
-        return [tree], lambda leaves: leaves[0]
-    sizes = [len(leaves) for leaves, _ in parts]
-
-    def rebuild(leaves):
-        out, at = [], 0
-        for (_, build), n in zip(parts, sizes):
-            out.append(build(leaves[at:at + n]))
-            at += n
-        if keys is not None:
-            return dict(zip(keys, out))
-        return type(tree)(out)
-    return [leaf for leaves, _ in parts for leaf in leaves], rebuild
 
 
 def _settled(g):
@@ -50,21 +29,41 @@ def _settled(g):
     return g._redistribute(reduced(g.placements))
 
 
-def _backward(entries, value):
-    grads = {id(value): np.ones_like(value)}
-    for entry in reversed(entries):
-        g = grads.pop(id(entry.outputs[0]), None)
-        if g is None:
-            continue
-        wanted = [j for j, o in enumerate(entry.operands) if id(o) in tape.state.tracked]
-        if len(wanted) > 1:
-            g = _settled(g)
-        for j in wanted:
-            g = tape.state.reuse.get(id(g), (None, g))[1]  # as the last product laid it out
-            contribution = VJPS[entry.name](j, g, entry.outputs[0], entry.values, entry.params)
-            key = id(entry.operands[j])
-            grads[key] = contribution if key not in grads else grads[key] + contribution
-    return grads
+def _backward(entries, value, leaves):
+    """Each leaf's gradient, laid out like the leaf.  A gradient is complete once the reverse
+    walk passes the leaf's first use, and is laid out right then (as DDP's hooks fire when a
+    gradient is ready): its data-parallel all-reduce then comes while the rest of the backward
+    is still to run, which a compiled step overlaps with that compute."""
+    first_use = {}
+    for i, entry in enumerate(entries):
+        for o in entry.operands:
+            first_use.setdefault(id(o), i)
+    complete_at = {}
+    for leaf in leaves:
+        complete_at.setdefault(first_use.get(id(leaf), -1), []).append(leaf)
+    grads, done = {id(value): np.ones_like(value)}, {}
+    for i in reversed(range(len(entries))):
+        _accumulate(entries[i], grads)
+        for leaf in complete_at.get(i, ()):
+            done[id(leaf)] = _gradient(leaf, grads)
+    for leaf in complete_at.get(-1, ()):
+        done[id(leaf)] = _gradient(leaf, grads)
+    return done
+
+
+def _accumulate(entry, grads) -> None:
+    """Add the entry's contributions to its operands' gradients."""
+    g = grads.pop(id(entry.outputs[0]), None)
+    if g is None:
+        return
+    wanted = [j for j, o in enumerate(entry.operands) if id(o) in tape.state.tracked]
+    if len(wanted) > 1:
+        g = _settled(g)
+    for j in wanted:
+        g = tape.state.reuse.get(id(g), (None, g))[1]  # as the last product laid it out
+        contribution = VJPS[entry.name](j, g, entry.outputs[0], entry.values, entry.params)
+        key = id(entry.operands[j])
+        grads[key] = contribution if key not in grads else grads[key] + contribution
 
 
 def value_and_grad(fn, argnums=0, has_aux=False):
@@ -75,7 +74,7 @@ def value_and_grad(fn, argnums=0, has_aux=False):
 
     @functools.wraps(fn)
     def run(*args, **kwargs):
-        flat = [_flatten(args[i]) for i in nums]
+        flat = [flatten(args[i]) for i in nums]
         leaves = [leaf for leaves, _ in flat for leaf in leaves if isinstance(leaf, DTensor)]
         tape.start(leaves)
         try:
@@ -84,11 +83,12 @@ def value_and_grad(fn, argnums=0, has_aux=False):
             _check_value(value)
             entries = tape.state.entries
             tape.state.recording, tape.state.reuse = False, {}
-            grads = _backward(entries, value)
+            grads = _backward(entries, value, leaves)
         finally:
             tape.state.reuse = None
             tape.stop()
-        trees = [build([_gradient(leaf, grads) for leaf in leaves]) for leaves, build in flat]
+        trees = [build([grads[id(leaf)] if isinstance(leaf, DTensor) else None
+                        for leaf in tree_leaves]) for tree_leaves, build in flat]
         result = trees[0] if isinstance(argnums, int) else tuple(trees)
         return ((value, aux) if has_aux else value), result
     return run
@@ -115,8 +115,6 @@ def _check_value(value):
 
 def _gradient(leaf, grads):
     """The leaf's gradient laid out like the leaf (zeros where it was not used)."""
-    if not isinstance(leaf, DTensor):
-        return None
     g = grads.get(id(leaf))
     if g is None:
         return np.zeros_like(leaf)

@@ -1,4 +1,5 @@
 """The only layer that calls mpi4py: buffer collectives on numpy arrays."""
+from . import nonblocking
 from .collectives import (
     all_gather_v,
     all_reduce,
@@ -6,17 +7,20 @@ from .collectives import (
     allgather_object,
     broadcast,
     reduce_scatter_v,
+    run,
     scatter_v,
     sum_ints,
 )
 
 __all__ = [
+    "nonblocking",
     "all_gather_v",
     "all_reduce",
     "all_to_all_v",
     "allgather_object",
     "broadcast",
     "reduce_scatter_v",
+    "run",
     "scatter_v",
     "sum_ints",
 ]

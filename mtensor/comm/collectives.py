@@ -97,3 +97,17 @@ def sum_ints(comm, values) -> np.ndarray:
 def allgather_object(comm, obj):
     """Small metadata from every rank (pickled: never used for array data)."""
     return comm.allgather(obj)
+
+
+def run(kind: str, comm, send: np.ndarray, recv: np.ndarray, counts, op) -> None:
+    """Collective ``kind`` with the uniform arguments the executors keep per step: ``counts``
+    is None for all-reduce, the per-rank element counts for all-gather and reduce-scatter,
+    and ``(send_counts, recv_counts)`` for all-to-all."""
+    if kind == "all_reduce":
+        all_reduce(comm, send, recv, op)
+    elif kind == "all_gather":
+        all_gather_v(comm, send, recv, counts)
+    elif kind == "reduce_scatter":
+        reduce_scatter_v(comm, send, recv, counts, op)
+    else:
+        all_to_all_v(comm, send, counts[0], recv, counts[1])

@@ -66,13 +66,14 @@ def describe(pending) -> str:
     return f"{kind} on {where} of global shape {tuple(shape)} {np.dtype(dtype)} for {op}"
 
 
-def before(kind: str, mesh_dim: int, shape, dtype, comm) -> None:
-    """Called right before a collective over ``comm`` (the mesh's communicator); the text
+def before(kind: str, mesh_dim: int, shape, dtype, comm, agree: bool = True) -> None:
+    """Called right before a collective over ``comm`` (the mesh's communicator), or before
+    waiting for a started one (``agree=False``: it was checked when it started); the text
     describing it is only built when it is needed (a timeout, a mismatch, a new call)."""
     state.pending = (kind, mesh_dim, shape, dtype, state.op)
     if state.timeout is not None:
         state.deadline = time.monotonic() + state.timeout
-    if state.checks:
+    if state.checks and agree:
         try:
             _agree(comm, state.pending)
         except CollectiveMismatchError:

@@ -9,12 +9,15 @@ uneven pieces go through the v-variants with array_split counts (no padding).
 from __future__ import annotations
 
 import math
+import time
+
 import numpy as np
 
 from .. import buffers, comm
 from ..comm import guard
 from ..debug.comm_mode import record
-from ..placement import REDUCE_OPS, local_shape, shard_bounds, shard_counts
+from ..trace_compile.record import state as tracing
+from ..placement import REDUCE_OPS, local_shape, max_local_shape, shard_bounds, shard_counts
 from .cost import COLLECTIVES, bus_bytes
 from .plan import Step, plan_redistribute
 
@@ -52,6 +55,35 @@ def _from_front(a: np.ndarray, dim: int) -> np.ndarray:
     return out
 
 
+class Collective:
+    """One collective step bound to this rank, in three parts: ``prepare`` makes the local
+    block a contiguous send buffer, MPI fills a ``recv_shape`` buffer, ``finish`` makes that
+    the new local block.  Eager execution runs the three at once; the traced replay runs
+    them apart (start early, wait late) or fuses several into one bucket.
+
+    ``counts`` follows :func:`comm.run`; ``index`` is this rank's place on the mesh dim;
+    ``bucket_bytes`` is the largest block's send size, the same on every rank, so bucketing
+    decisions agree everywhere."""
+
+    __slots__ = ("kind", "mesh", "mesh_dim", "group", "n", "index", "op", "dtype", "counts",
+                 "recv_shape", "out_shape", "prepare", "finish", "nbytes", "bucket_bytes",
+                 "global_shape")
+
+    def __call__(self, local: np.ndarray) -> np.ndarray:
+        recv = buffers.empty(self.recv_shape, self.dtype)
+        comm.run(self.kind, self.group, self.prepare(local), recv, self.counts, self.op)
+        self.record()
+        return self.finish(recv)
+
+    def record(self, nbytes=None) -> None:
+        record(self.kind, self.mesh_dim, self.out_shape, self.dtype,
+               self.nbytes if nbytes is None else nbytes)
+
+
+def _same(a):
+    return a
+
+
 class _Bound:
     """What every step builder needs: this rank's view of the plan."""
 
@@ -61,82 +93,62 @@ class _Bound:
     def local_shape(self, layout):
         return local_shape(self.shape, self.mesh.shape, layout, self.mesh.coordinate)
 
-    def recorder(self, step: Step, full_bytes_shape):
-        n = self.mesh.shape[step.mesh_dim]
-        nbytes = bus_bytes(step.kind, n, math.prod(full_bytes_shape) * self.dtype.itemsize)
-        out_shape, dtype = self.local_shape(step.after), self.dtype
-        return lambda: record(step.kind, step.mesh_dim, out_shape, dtype, nbytes)
+    def collective(self, step: Step, bytes_layout, recv_shape, counts, prepare, finish):
+        """The step's :class:`Collective`; bytes are counted over the ``bytes_layout`` block."""
+        c, i = Collective(), step.mesh_dim
+        c.kind, c.mesh, c.mesh_dim, c.group = step.kind, self.mesh, i, self.mesh.get_group(i)
+        c.n, c.index, c.dtype = self.mesh.shape[i], self.mesh.coordinate[i], self.dtype
+        c.op = step.src.reduce_op if step.kind in ("all_reduce", "reduce_scatter") else None
+        c.counts, c.recv_shape, c.out_shape = counts, recv_shape, self.local_shape(step.after)
+        c.prepare, c.finish, c.global_shape = prepare, finish, self.shape
+        if c.op == "avg":
+            c.finish = lambda out, n=c.n, then=finish: then(_divide(out, n))
+        size = self.dtype.itemsize
+        c.nbytes = bus_bytes(step.kind, c.n, math.prod(self.local_shape(bytes_layout)) * size)
+        c.bucket_bytes = math.prod(max_local_shape(self.shape, self.mesh.shape, step.before)) * size
+        return c
+
+
+def _divide(out, n):
+    np.divide(out, n, out=out, casting="unsafe")
+    return out
 
 
 def _all_reduce(step: Step, b: _Bound):
-    group, op, n = b.mesh.get_group(step.mesh_dim), step.src.reduce_op, b.mesh.shape[step.mesh_dim]
-    done = b.recorder(step, b.local_shape(step.before))
-
-    def run(local):
-        out = buffers.empty(local.shape, local.dtype)
-        comm.all_reduce(group, np.ascontiguousarray(local), out, op)
-        if op == "avg":
-            np.divide(out, n, out=out, casting="unsafe")
-        done()
-        return out
-    return run
+    shape = b.local_shape(step.before)
+    return b.collective(step, step.before, shape, None, np.ascontiguousarray, _same)
 
 
 def _all_gather(step: Step, b: _Bound):
-    d, group = step.src.dim, b.mesh.get_group(step.mesh_dim)
+    d = step.src.dim
     full = b.local_shape(step.after)
     rest = math.prod(full[:d] + full[d + 1:])
     counts = tuple(c * rest for c in shard_counts(full[d], b.mesh.shape[step.mesh_dim]))
-    front = _front_shape(full, d)
-    done = b.recorder(step, full)
-
-    def run(local):
-        out = buffers.empty(front, local.dtype)
-        comm.all_gather_v(group, _to_front(local, d), out, counts)
-        done()
-        return _from_front(out, d)
-    return run
+    return b.collective(step, step.after, _front_shape(full, d), counts,
+                        lambda local: _to_front(local, d), lambda out: _from_front(out, d))
 
 
 def _reduce_scatter(step: Step, b: _Bound):
-    e, group = step.dst.dim, b.mesh.get_group(step.mesh_dim)
-    n, op = b.mesh.shape[step.mesh_dim], step.src.reduce_op
+    e, n = step.dst.dim, b.mesh.shape[step.mesh_dim]
     before, mine = b.local_shape(step.before), b.local_shape(step.after)
     rest = math.prod(mine[:e] + mine[e + 1:])
     counts = tuple(c * rest for c in shard_counts(before[e], n))
-    front = _front_shape(mine, e)
-    done = b.recorder(step, before)
-
-    def run(local):
-        out = buffers.empty(front, local.dtype)
-        comm.reduce_scatter_v(group, _to_front(local, e), out, counts, op)
-        if op == "avg":
-            np.divide(out, n, out=out, casting="unsafe")
-        done()
-        return _from_front(out, e)
-    return run
+    return b.collective(step, step.before, _front_shape(mine, e), counts,
+                        lambda local: _to_front(local, e), lambda out: _from_front(out, e))
 
 
 def _all_to_all(step: Step, b: _Bound):
     """S(d) -> S(e): piece k of dim e goes to rank k; everyone's dim-d pieces come back."""
-    d, e, group = step.src.dim, step.dst.dim, b.mesh.get_group(step.mesh_dim)
+    d, e = step.src.dim, step.dst.dim
     n = b.mesh.shape[step.mesh_dim]
     before, mine = b.local_shape(step.before), b.local_shape(step.after)
     per_e = math.prod(before[:e] + before[e + 1:])
     per_d = math.prod(mine[:d] + mine[d + 1:])
     send_counts = tuple(c * per_e for c in shard_counts(before[e], n))
     recv_counts = tuple(c * per_d for c in shard_counts(mine[d], n))
-    front = _front_shape(mine, d)
     pack = _pack_even(before, d, e, n) if before[e] % n == 0 else _pack_uneven(before, d, e, n, send_counts)
-    done = b.recorder(step, before)
-
-    def run(local):
-        send = pack(local)
-        out = buffers.empty(front, local.dtype)
-        comm.all_to_all_v(group, send, send_counts, out, recv_counts)
-        done()
-        return _from_front(out, d)
-    return run
+    return b.collective(step, step.before, _front_shape(mine, d), (send_counts, recv_counts),
+                        pack, lambda out: _from_front(out, d))
 
 
 def _pack_even(shape, d, e, n):
@@ -209,23 +221,36 @@ class Program:
         self.plan, self._runs, self._bound = plan, tuple(runs), bound
 
     def __call__(self, local: np.ndarray) -> np.ndarray:
-        if guard.state.active:
-            return self._guarded(local)
+        if guard.state.active or tracing.tracer is not None:
+            return self._slow(local)
         for run in self._runs:
             local = run(local)
         return local
 
-    def _guarded(self, local: np.ndarray) -> np.ndarray:
-        """The same steps, each collective announced to the check mode and the timeout."""
-        b = self._bound
+    def _slow(self, local: np.ndarray) -> np.ndarray:
+        """The same steps, each collective announced to the check mode and the timeout, and
+        every step reported to the tracer while ``mt.compile`` records."""
+        tracer = tracing.tracer
         for run, step in zip(self._runs, self.plan.steps):
-            if step.kind in COLLECTIVES:
-                guard.before(step.kind, step.mesh_dim, b.shape, b.dtype, b.mesh.comm)
-            try:
-                local = run(local)
-            finally:
-                guard.after()
+            if step.kind not in COLLECTIVES:
+                local = run(local) if tracer is None else tracer.call(step.kind, run, (local,))
+                continue
+            start = time.perf_counter()
+            out = self._collective(run, step, local)
+            if tracer is not None:
+                tracer.collective(run, local, out, time.perf_counter() - start)
+            local = out
         return local
+
+    def _collective(self, run, step, local):
+        if not guard.state.active:
+            return run(local)
+        b = self._bound
+        guard.before(step.kind, step.mesh_dim, b.shape, b.dtype, b.mesh.comm)
+        try:
+            return run(local)
+        finally:
+            guard.after()
 
 
 def bind_program(mesh, src, dst, shape, dtype, model) -> Program:

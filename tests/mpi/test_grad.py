@@ -105,7 +105,7 @@ def test_megatron_mlp_gradients_and_backward_collectives():
     """dp x tp: X batch-sharded, A column-, B row-parallel.  The backward runs what Megatron
     places by hand: on tp one all-reduce of block 2's input gradient (block 1's input is
     data) and the all-gather that undoes the loss's forward reduce-scatter; on dp one
-    all-reduce per weight gradient."""
+    all-reduce per weight gradient, each as soon as that gradient is complete."""
     n = WORLD.size
     if n not in (4, 8):
         pytest.skip("a (2, n/2) dp x tp mesh needs 4 or 8 ranks")
@@ -127,7 +127,10 @@ def test_megatron_mlp_gradients_and_backward_collectives():
     assert np.isclose(float(value), ((np.tanh(np.tanh(x @ p["a1"]) @ p["b1"] @ p["a2"]) @ p["b2"] - t) ** 2).mean())
     runs = [(e.collective, e.mesh_dim) for e in comm.log]
     forward = [("all_reduce", 1), ("reduce_scatter", 1)]
-    backward = [("all_gather", 1), ("all_reduce", 1)] + [("all_reduce", 0)] * 4
+    # each weight's dp all-reduce runs as soon as its gradient is complete (b2, a2, then
+    # block 1's after the tp all-reduce of its input gradient), as DDP's hooks order them
+    backward = ([("all_gather", 1)] + [("all_reduce", 0)] * 2 + [("all_reduce", 1)]
+                + [("all_reduce", 0)] * 2)
     assert runs == forward + backward, runs
 
 

@@ -1,0 +1,87 @@
+"""A bucket at run time: several collectives of one key as one MPI call.
+
+Packing follows what each rank sends and receives:
+- all-reduce: the members' buffers end to end; each result is a slice of the result.
+- all-gather: each rank sends its members' pieces end to end, so rank r's segment of the
+  result holds every member's r-th piece; each member's result is cut back out of the
+  segments.
+- reduce-scatter (per-destination interleaving): the send buffer holds, for each rank r in
+  turn, every member's r-th segment, so rank r receives all of its pieces in one block.
+Offsets and counts are worked out once, when the replay is built.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .. import buffers
+
+
+class Bucket:
+    def __init__(self, members, ins, outs):
+        first = members[0]
+        self.members, self.ins, self.outs = members, ins, outs
+        self.kind, self.group, self.op, self.dtype = first.kind, first.group, first.op, first.dtype
+        self.mesh, self.mesh_dim = first.mesh, first.mesh_dim
+        self.nbytes = sum(m.nbytes for m in members)
+        self.global_shapes = tuple(m.global_shape for m in members)
+        self.fused = len(members) > 1
+        if not self.fused:
+            self.counts, self.recv_shape = first.counts, first.recv_shape
+        elif self.kind == "all_reduce":
+            self.sizes = [math.prod(m.recv_shape) for m in members]
+            self.offsets = np.cumsum([0] + self.sizes).tolist()
+            self.counts, self.recv_shape = None, (self.offsets[-1],)
+        else:
+            self._segments(members)
+
+    def _segments(self, members):
+        per = np.array([m.counts for m in members], dtype=np.int64)   # member x rank
+        self.counts = tuple(int(c) for c in per.sum(axis=0))
+        base = np.cumsum([0] + list(self.counts))[:-1]                  # rank r's segment
+        within = np.cumsum(per, axis=0) - per                           # member's place in it
+        own = np.cumsum(per, axis=1) - per                              # rank r's part of a member
+        self.pieces = [[(int(base[r] + within[i, r]), int(own[i, r]), int(per[i, r]))
+                        for r in range(per.shape[1])] for i in range(len(members))]
+        me = members[0].index
+        self.recv_shape = (self.counts[me],) if self.kind == "reduce_scatter" else (int(per.sum()),)
+        self.mine = [(int(within[i, me]), int(per[i, me])) for i in range(len(members))]
+
+    def pack(self, env):
+        """(send buffer, receive buffer) from the members' inputs."""
+        recv = buffers.empty(self.recv_shape, self.dtype)
+        if not self.fused:
+            return self.members[0].prepare(env[self.ins[0]]), recv
+        sends = [m.prepare(env[s]).reshape(-1) for m, s in zip(self.members, self.ins)]
+        if self.kind in ("all_reduce", "all_gather"):
+            send = buffers.empty((sum(a.size for a in sends),), self.dtype)
+            np.concatenate(sends, out=send)
+            return send, recv
+        send = buffers.empty((sum(self.counts),), self.dtype)
+        for flat, pieces in zip(sends, self.pieces):
+            for at, start, n in pieces:
+                send[at:at + n] = flat[start:start + n]
+        return send, recv
+
+    def unpack(self, recv, env) -> None:
+        """Each member's result, finished, into its slot."""
+        if not self.fused:
+            env[self.outs[0]] = self.members[0].finish(recv)
+            return
+        for i, (m, out) in enumerate(zip(self.members, self.outs)):
+            if self.kind == "all_reduce":
+                piece = recv[self.offsets[i]:self.offsets[i + 1]].reshape(m.recv_shape)
+            elif self.kind == "reduce_scatter":
+                at, n = self.mine[i]
+                piece = recv[at:at + n].reshape(m.recv_shape)
+            else:
+                piece = buffers.empty(m.recv_shape, self.dtype)
+                flat = piece.reshape(-1)
+                for at, start, n in self.pieces[i]:
+                    flat[start:start + n] = recv[at:at + n]
+            env[out] = m.finish(piece)
+
+    def record(self) -> None:
+        """One entry in CommDebugMode for the whole bucket."""
+        self.members[0].record(self.nbytes)

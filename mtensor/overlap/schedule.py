@@ -1,0 +1,83 @@
+"""Scheduling pass: when each bucket's collective starts and where the replay waits for it.
+
+- Start as early as the inputs allow (right after the node that makes the last one), but
+  never before the previous bucket started: every rank starts collectives in one order.
+- Wait at the first node that reads a result; an in-place effect (an optimizer step) waits
+  for everything in flight first, since it may write a buffer a collective still reads.
+- Cap the bytes in flight: the oldest collective is waited for before a new one would pass it.
+- A bucket with no compute between its start and its wait runs as one blocking call, which
+  costs less than a nonblocking start and wait (measured here: 100 tiny Iallreduce + Waitall
+  ~0.95 ms against ~0.34 ms blocking).
+
+The result is a list of instructions: ("compute", node index), ("start" | "wait" | "run",
+bucket index).  Everything here is decided from the graph alone, the same on every rank.
+"""
+from __future__ import annotations
+
+from typing import List, Sequence, Tuple
+
+
+def plan_schedule(nodes: Sequence, buckets: Sequence[Tuple[int, ...]], overlap: bool,
+                  inflight_cap_bytes: int) -> List[Tuple[str, int]]:
+    producer = {s: i for i, node in enumerate(nodes) for s in node.outs}
+    ins = [sorted({s for m in b for s in nodes[m].ins}) for b in buckets]
+    outs = [{s for m in b for s in nodes[m].outs} for b in buckets]
+    size = [sum(nodes[m].fn.bucket_bytes for m in b) for b in buckets]
+    starts_after: dict = {}
+    earliest = -1
+    for k, b in enumerate(buckets):
+        ready = max((producer.get(s, -1) for s in ins[k]), default=-1)
+        earliest = max(earliest, ready)
+        starts_after.setdefault(earliest, []).append(k)
+
+    program: List[Tuple[str, int]] = []
+    inflight: List[int] = []
+    waiting_on: dict = {}     # slot -> bucket in flight that makes it
+
+    def wait(k):
+        program.append(("wait", k))
+        inflight.remove(k)
+        for s in outs[k]:
+            waiting_on.pop(s, None)
+
+    def wait_for(slots):
+        for k in sorted({waiting_on[s] for s in slots if s in waiting_on}):
+            wait(k)
+
+    def start(k):
+        wait_for(ins[k])
+        while inflight and sum(size[j] for j in inflight) + size[k] > inflight_cap_bytes:
+            wait(inflight[0])
+        program.append(("start", k))
+        inflight.append(k)
+        waiting_on.update((s, k) for s in outs[k])
+
+    for k in starts_after.get(-1, ()):
+        start(k)
+    for i, node in enumerate(nodes):
+        if node.kind != "collective":
+            if node.kind == "effect":
+                while inflight:
+                    wait(inflight[0])
+            wait_for(node.ins)
+            program.append(("compute", i))
+        for k in starts_after.get(i, ()):
+            start(k)
+    while inflight:
+        wait(inflight[0])
+    return _blocking_where_nothing_overlaps(program, overlap)
+
+
+def _blocking_where_nothing_overlaps(program, overlap: bool):
+    """A start with no compute before its wait becomes a blocking run (all of them when
+    ``overlap`` is off); its wait disappears."""
+    computes_before, started, blocking = 0, {}, set()
+    for what, k in program:
+        if what == "compute":
+            computes_before += 1
+        elif what == "start":
+            started[k] = computes_before
+        elif not overlap or started[k] == computes_before:
+            blocking.add(k)
+    return [("run", k) if what == "start" and k in blocking else (what, k)
+            for what, k in program if not (what == "wait" and k in blocking)]

@@ -1,0 +1,155 @@
+"""``mt.compile``: trace a step once per input signature, then replay its graph.
+
+The first call with a new signature runs the function eagerly through the normal dispatch
+with the recording executor on (so it returns the eager result), and builds the graph; the
+bucketing and scheduling passes turn it into a replay.  Later calls with the same signature
+only run the replay: no rules, no choices, no plans.
+
+The signature is the structure of the arguments, the spec of every DTensor, shape and dtype
+(and whether it holds zeros or non-finite values, which dispatch's choices depend on) of
+every array, and the value of everything else.  DTensors the function reads must be
+arguments: a DTensor it captures from outside, and anything it makes from constants or
+``mt.random`` draws, is a constant of the graph (held by reference, so in-place optimizer
+updates of it are still seen).
+"""
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+from ..autodiff import tape
+from ..dispatch import _const_key
+from ..dtensor import DTensor
+from ..overlap.bucketing import plan_buckets
+from ..overlap.replay import Replay
+from ..overlap.schedule import plan_schedule
+from ..pytree import flatten, structure
+from .graph import Graph
+from .record import Tracer, state
+
+_MB = 1 << 20
+
+
+def compile(fn=None, *, bucket_cap_mb: float = 25, first_bucket_mb: float = 1,
+            overlap: bool = True, inflight_cap_mb: float = 100):
+    """``fn`` traced once per input signature and replayed with bucketed, overlapped
+    collectives; usable as ``mt.compile(fn, ...)`` or as a decorator ``@mt.compile(...)``."""
+    options = dict(bucket_cap_mb=bucket_cap_mb, first_bucket_mb=first_bucket_mb,
+                   overlap=overlap, inflight_cap_mb=inflight_cap_mb)
+    if fn is None:
+        return lambda f: Compiled(f, **options)
+    return Compiled(fn, **options)
+
+
+def _leaf_key(leaf):
+    if type(leaf) is DTensor:
+        return leaf.spec
+    if type(leaf) is np.ndarray:
+        return _const_key(leaf)
+    try:
+        hash(leaf)
+    except TypeError:
+        raise TypeError(f"mt.compile: an argument of type {type(leaf).__name__} is neither a "
+                        f"DTensor, a numpy array nor a hashable value, so calls cannot be "
+                        f"told apart; pass it as one of those") from None
+    return type(leaf), leaf
+
+
+class _Traced:
+    """One signature's graph and its replay."""
+
+    def __init__(self, graph: Graph, buckets, program, replay: Replay):
+        self.graph, self.buckets, self.program, self.replay = graph, buckets, program, replay
+
+
+class Compiled:
+    def __init__(self, fn, bucket_cap_mb, first_bucket_mb, overlap, inflight_cap_mb):
+        functools.update_wrapper(self, fn)
+        self.fn, self.overlap = fn, overlap
+        self.cap, self.first_cap = int(bucket_cap_mb * _MB), int(first_bucket_mb * _MB)
+        self.inflight_cap = int(inflight_cap_mb * _MB)
+        self._traces: dict = {}
+        self._last = None
+
+    @property
+    def graph(self) -> Graph:
+        """The graph of the latest call's signature."""
+        if self._last is None:
+            raise RuntimeError(f"mt.compile: {self.fn.__name__} has not been called yet")
+        return self._last.graph
+
+    @property
+    def traced(self) -> "_Traced":
+        self.graph  # raises if never called
+        return self._last
+
+    def traced_for(self, args, kwargs=None):
+        """The trace these arguments would replay (None: the next call traces)."""
+        return self._traces.get(structure((args, kwargs or {}), _leaf_key))
+
+    def trace_count(self) -> int:
+        return len(self._traces)
+
+    def export_trace(self, path) -> None:
+        """Write the latest replay's compute and collective spans of every rank as one
+        Chrome trace / Perfetto JSON file (a collective: every rank must call it)."""
+        from ..debug.trace_export import export_trace
+        export_trace(self.traced, path)
+
+    def explain(self):
+        """The buckets of the latest signature and the predicted hidden fraction."""
+        from ..debug.explain import Explanation
+        return Explanation(self.traced)
+
+    def __call__(self, *args, **kwargs):
+        if state.tracer is not None:       # inside another compiled function: part of its trace
+            return self.fn(*args, **kwargs)
+        if tape.state.recording:
+            raise TypeError(f"mt.compile: {self.fn.__name__} is compiled, so value_and_grad "
+                            f"cannot see its ops; take the gradient inside the compiled "
+                            f"function instead")
+        leaves, _ = flatten((args, kwargs))
+        key = structure((args, kwargs), _leaf_key)
+        traced = self._traces.get(key)
+        if traced is None:
+            result, traced = self._trace(args, kwargs, leaves)
+            self._traces[key] = self._last = traced
+            return result
+        self._last = traced
+        graph = traced.graph
+        env = traced.replay({s: _value(leaf) for s, leaf in zip(graph.inputs, leaves)
+                             if s is not None})
+        return graph.rebuild([_output(env, slot, spec) for slot, spec in graph.outputs])
+
+    def _trace(self, args, kwargs, leaves):
+        tracer = Tracer()
+        inputs = [tracer.input(_value(leaf)) if _is_array(leaf) else None for leaf in leaves]
+        state.tracer = tracer
+        try:
+            result = self.fn(*args, **kwargs)
+            out_leaves, rebuild = flatten(result)
+            outputs = [(tracer.ref(_value(o)), o.spec if type(o) is DTensor else None)
+                       if _is_array(o) else (None, o) for o in out_leaves]
+        finally:
+            state.tracer = None
+        meshes = [leaf.device_mesh for leaf in leaves + out_leaves if type(leaf) is DTensor]
+        graph = Graph(self.fn.__name__, tracer.nodes, len(tracer.values), tracer.consts,
+                      inputs, outputs, rebuild, meshes[0] if meshes else None)
+        buckets = plan_buckets(graph.nodes, self.cap, self.first_cap)
+        program = plan_schedule(graph.nodes, buckets, self.overlap, self.inflight_cap)
+        return result, _Traced(graph, buckets, program, Replay(graph, buckets, program))
+
+
+def _is_array(leaf) -> bool:
+    return type(leaf) is DTensor or type(leaf) is np.ndarray
+
+
+def _value(leaf):
+    return leaf._local if type(leaf) is DTensor else leaf
+
+
+def _output(env, slot, spec_or_value):
+    if slot is None:
+        return spec_or_value              # a non-array result, returned as it was
+    return DTensor(env[slot], spec_or_value) if spec_or_value is not None else env[slot]

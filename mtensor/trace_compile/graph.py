@@ -1,0 +1,70 @@
+"""The graph IR of a traced step: numbered value slots and nodes that read and write them.
+
+A node is local compute (``fn(*ins) -> outs``), an in-place effect (``fn(*ins)``, no outs),
+or a collective (``fn`` is the executor's ``Collective``: prepare, MPI call, finish).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Dict, Tuple
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Node:
+    kind: str              # "compute" | "effect" | "collective"
+    name: str              # op name, local step, or collective kind
+    fn: Any
+    ins: Tuple[int, ...]
+    outs: Tuple[int, ...]
+    seconds: float         # how long it took while tracing (explain's prediction)
+
+
+@dataclass
+class Graph:
+    name: str
+    nodes: list
+    nslots: int
+    consts: Dict[int, Any]
+    inputs: list           # slot per flattened argument leaf (None: not an array)
+    outputs: list          # (slot, spec or None) per flattened result leaf, or (None, value)
+    rebuild: Any = None    # the result's pytree from its leaves
+    mesh: Any = None       # the mesh of the DTensors it takes or returns
+
+    def collectives(self):
+        return [n for n in self.nodes if n.kind == "collective"]
+
+    def __str__(self) -> str:
+        inputs = [s for s in self.inputs if s is not None]
+        lines = [f"graph {self.name}: {len(self.nodes)} nodes "
+                 f"({len(self.collectives())} collectives), inputs "
+                 f"{', '.join(f'%{s}' for s in inputs) or 'none'}"]
+        lines += [f"  {_node_line(n, self.consts)}" for n in self.nodes]
+        outs = [f"%{s}" for s, _ in self.outputs if s is not None]
+        lines.append(f"  return {', '.join(outs) or 'constants'}")
+        return "\n".join(lines)
+
+    __repr__ = __str__
+
+
+def _arg(slot: int, consts) -> str:
+    if slot not in consts:
+        return f"%{slot}"
+    value = consts[slot]
+    if type(value) is np.ndarray:
+        return f"const{list(value.shape)}"
+    return repr(value) if not callable(value) else getattr(value, "__name__", "fn")
+
+
+def _node_line(node: Node, consts) -> str:
+    args = ", ".join(_arg(s, consts) for s in node.ins)
+    if node.kind == "collective":
+        c = node.fn
+        op = f", {c.op}" if c.op else ""
+        what = f"{node.name}[mesh dim {c.mesh_dim}{op}]({args})  {c.dtype} {c.nbytes} B"
+    else:
+        what = f"{node.name}({args})"
+    if not node.outs:
+        return f"{what}  (in place)"
+    return f"{', '.join(f'%{s}' for s in node.outs)} = {what}"

@@ -1,0 +1,87 @@
+"""The recording executor: while ``mt.compile`` traces a function, dispatch and the
+redistribution programs report every local computation and every collective here.
+
+Values are numbered slots.  An array is known by its identity: the local blocks of the
+arguments are the inputs, each recorded result gets a new slot, and an array the tracer has
+never seen (a constant, a block made by ``zeros_like``) becomes a constant of the graph,
+held by reference.  Every array stays alive until the trace ends, so identities stay unique.
+"""
+from __future__ import annotations
+
+import time
+from typing import Optional
+
+import numpy as np
+
+from .graph import Node
+
+
+class Tracer:
+    def __init__(self):
+        self.nodes = []
+        self.values = []        # slot -> value seen while tracing
+        self.consts = {}        # slot -> constant value
+        self._slot_of = {}      # id(array) -> its latest slot
+
+    def _new(self, value) -> int:
+        slot = len(self.values)
+        self.values.append(value)
+        if type(value) is np.ndarray:
+            self._slot_of[id(value)] = slot
+        return slot
+
+    def input(self, value) -> int:
+        return self._new(value)
+
+    def ref(self, value) -> int:
+        """The slot of a value an op reads: recorded before, or a new constant."""
+        if type(value) is np.ndarray:
+            slot = self._slot_of.get(id(value))
+            if slot is not None:
+                return slot
+        slot = self._new(value)
+        self.consts[slot] = value
+        return slot
+
+    def call(self, name: str, fn, args, nout: int = 1, kind: str = "compute"):
+        """Run ``fn(*args)`` and record it; ``nout`` results (0: ``fn`` works in place)."""
+        ins = tuple(self.ref(a) for a in args)
+        start = time.perf_counter()
+        result = fn(*args)
+        seconds = time.perf_counter() - start
+        produced = () if nout == 0 else (result,) if nout == 1 else result
+        self.nodes.append(Node(kind, name, fn, ins, tuple(self._new(r) for r in produced),
+                               seconds))
+        return result
+
+    def collective(self, collective, local, out, seconds: float) -> None:
+        """Record a collective that just ran eagerly on ``local`` and gave ``out``."""
+        ins = (self.ref(local),)
+        self.nodes.append(Node("collective", collective.kind, collective, ins,
+                               (self._new(out),), seconds))
+
+
+class _State:
+    tracer: Optional[Tracer] = None
+
+
+state = _State()
+
+
+def effect(name: str, fn, *args) -> None:
+    """Run ``fn(*args)``, which updates arrays in place (an optimizer step); while tracing it
+    becomes a graph node, so the replay repeats it in the same place."""
+    if state.tracer is None:
+        fn(*args)
+    else:
+        state.tracer.call(name, fn, args, nout=0, kind="effect")
+
+
+def refuse(what: str) -> None:
+    """Reading DTensor values while tracing would freeze them (and any branch on them)."""
+    if state.tracer is not None:
+        raise TypeError(
+            f"mt.compile: {what} reads DTensor values while tracing; a compiled step replays "
+            f"the ops it recorded and cannot follow values or branches on them. Return the "
+            f"DTensor from the compiled function and read it outside, or call the function "
+            f"without mt.compile")

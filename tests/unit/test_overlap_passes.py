@@ -1,0 +1,175 @@
+"""The bucketing and scheduling passes on hand-made graphs (pure planning: no MPI)."""
+from types import SimpleNamespace
+
+import numpy as np
+from hypothesis import given, settings, strategies as st
+
+from mtensor.overlap.bucketing import plan_buckets
+from mtensor.overlap.schedule import plan_schedule
+from mtensor.trace_compile.graph import Node
+
+MESH = object()
+KIB = 1024
+
+
+def coll(kind="all_reduce", nbytes=4 * KIB, mesh_dim=0, dtype=np.float64, op="sum"):
+    return SimpleNamespace(kind=kind, mesh=MESH, mesh_dim=mesh_dim, dtype=np.dtype(dtype),
+                           op=op, bucket_bytes=nbytes)
+
+
+class G:
+    """A graph under construction: slots are numbered as nodes make them."""
+
+    def __init__(self, ninputs=1):
+        self.nodes, self.next = [], ninputs
+
+    def _out(self):
+        self.next += 1
+        return self.next - 1
+
+    def compute(self, *ins):
+        out = self._out()
+        self.nodes.append(Node("compute", "f", None, ins, (out,), 0.0))
+        return out
+
+    def effect(self, *ins):
+        self.nodes.append(Node("effect", "update", None, ins, (), 0.0))
+
+    def collective(self, src, **kw):
+        out = self._out()
+        self.nodes.append(Node("collective", kw.get("kind", "all_reduce"), coll(**kw), (src,),
+                               (out,), 0.0))
+        return out
+
+
+def dp_step(n):
+    """n gradients, each computed then all-reduced; all read by the optimizer at the end."""
+    g, grads = G(), []
+    for _ in range(n):
+        grads.append(g.collective(g.compute(0)))
+    for r in grads:
+        g.effect(r)
+    return g.nodes
+
+
+def test_independent_gradients_fuse_into_one_bucket():
+    assert plan_buckets(dp_step(100), 25 << 20, 25 << 20) == [tuple(range(1, 200, 2))]
+
+
+def test_caps_split_buckets_and_the_first_bucket_is_small():
+    buckets = plan_buckets(dp_step(100), 100 * KIB, 8 * KIB)
+    assert [len(b) for b in buckets] == [2] + [25] * 3 + [23]
+    assert sorted(i for b in buckets for i in b) == list(range(1, 200, 2))
+
+
+def test_a_reader_in_between_keeps_collectives_apart():
+    g = G()
+    a = g.collective(0)
+    b = g.collective(g.compute(a))        # its input needs a's result
+    g.compute(b)
+    assert plan_buckets(g.nodes, 1 << 30, 1 << 30) == [(0,), (2,)]
+
+
+def test_only_matching_keys_fuse():
+    g = G()
+    outs = [g.collective(0, kind=k, dtype=d, mesh_dim=m, op=o) for k, d, m, o in [
+        ("all_reduce", np.float64, 0, "sum"), ("all_reduce", np.float32, 0, "sum"),
+        ("all_reduce", np.float64, 1, "sum"), ("all_reduce", np.float64, 0, "max"),
+        ("all_gather", np.float64, 0, None), ("all_to_all", np.float64, 0, None),
+        ("all_reduce", np.float64, 0, "sum"), ("all_to_all", np.float64, 0, None)]]
+    g.compute(*outs)
+    assert plan_buckets(g.nodes, 1 << 30, 1 << 30) == [(1,), (2,), (3,), (4,), (5,), (0, 6), (7,)]
+
+
+def test_collectives_start_after_their_input_and_wait_at_first_use():
+    g = G()
+    grad = g.compute(0)
+    r = g.collective(grad)
+    g.compute(0)                      # independent compute: overlaps
+    g.compute(0)
+    g.compute(r)                      # first use
+    program = plan_schedule(g.nodes, [(1,)], True, 1 << 30)
+    assert program == [("compute", 0), ("start", 0), ("compute", 2), ("compute", 3),
+                       ("wait", 0), ("compute", 4)]
+
+
+def test_no_compute_in_between_or_overlap_off_means_blocking():
+    g = G()
+    r = g.collective(0)
+    g.compute(r)
+    assert plan_schedule(g.nodes, [(0,)], True, 1 << 30) == [("run", 0), ("compute", 1)]
+    g = G()
+    r = g.collective(0)
+    g.compute(0)
+    g.compute(r)
+    assert plan_schedule(g.nodes, [(0,)], False, 1 << 30) == [("run", 0), ("compute", 1),
+                                                              ("compute", 2)]
+
+
+def test_effects_wait_for_everything_in_flight():
+    g = G()
+    r = g.collective(0)
+    g.compute(0)
+    g.effect(0)                       # writes what the collective may still read
+    g.compute(r)
+    program = plan_schedule(g.nodes, [(0,)], True, 1 << 30)
+    assert program.index(("wait", 0)) < program.index(("compute", 2))
+
+
+def test_bytes_in_flight_are_capped():
+    g = G()
+    outs = [g.collective(g.compute(0), nbytes=KIB) for _ in range(3)]
+    g.compute(0)
+    g.compute(*outs)
+    program = plan_schedule(g.nodes, [(1,), (3,), (5,)], True, 2 * KIB)
+    assert program.index(("wait", 0)) < program.index(("start", 2))
+
+
+@st.composite
+def graphs(draw):
+    """Random step-like graphs: compute, collectives and effects over earlier slots."""
+    g = G(ninputs=2)
+    for _ in range(draw(st.integers(1, 30))):
+        what = draw(st.sampled_from(["compute", "compute", "collective", "effect"]))
+        src = draw(st.integers(0, g.next - 1))
+        if what == "compute":
+            g.compute(src, draw(st.integers(0, g.next - 1)))
+        elif what == "effect":
+            g.effect(src)
+        else:
+            g.collective(src, kind=draw(st.sampled_from(["all_reduce", "all_gather", "all_to_all"])),
+                         nbytes=draw(st.integers(1, 64)) * KIB)
+    return g.nodes, draw(st.integers(1, 256)) * KIB, draw(st.booleans())
+
+
+@settings(max_examples=300, deadline=None)
+@given(graphs())
+def test_every_schedule_is_valid(case):
+    """Every value exists before it is read, buckets start in one order and each is
+    finished once, effects run with nothing in flight, and every node runs once."""
+    nodes, cap, overlap = case
+    buckets = plan_buckets(nodes, cap, cap)
+    program = plan_schedule(nodes, buckets, overlap, 4 * cap)
+    member = {m: k for k, b in enumerate(buckets) for m in b}
+    assert sorted(member) == [i for i, n in enumerate(nodes) if n.kind == "collective"]
+    ready = {s for n in nodes for s in n.ins} - {s for n in nodes for s in n.outs}
+    started, inflight, computed = [], set(), []
+    for what, k in program:
+        if what == "compute":
+            node = nodes[k]
+            assert set(node.ins) <= ready
+            assert node.kind != "effect" or not inflight
+            ready.update(node.outs)
+            computed.append(k)
+            continue
+        if what in ("start", "run"):
+            assert {s for m in buckets[k] for s in nodes[m].ins} <= ready
+            started.append(k)
+        if what == "start":
+            inflight.add(k)
+        else:
+            inflight.discard(k)
+            ready.update(s for m in buckets[k] for s in nodes[m].outs)
+    assert started == list(range(len(buckets)))
+    assert not inflight
+    assert computed == [i for i, n in enumerate(nodes) if n.kind != "collective"]
