@@ -1,0 +1,216 @@
+"""mt.compile under real MPI: compiled steps against eager ones (bitwise when no bucket
+changes a reduction, else within float64 rounding), bucketing counts, retracing, refusals,
+the check mode over buckets, and the trace file."""
+import json
+import os
+import tempfile
+
+import numpy as np
+import pytest
+
+import mtensor as mt
+from mpi_helpers import WORLD, assert_all_ranks
+from mtensor import Partial, Replicate, Shard
+
+R = Replicate()
+
+
+def _layouts(mesh):
+    """(batch, column-parallel, row-parallel) placements: dp x tp on 2-D and 3-D meshes,
+    plain data parallelism on 1-D."""
+    if mesh.ndim == 1:
+        return [Shard(0)], [R], [R]
+    rest = [R] * (mesh.ndim - 2)
+    return [Shard(0), R] + rest, [R, Shard(1)] + rest, [R, Shard(0)] + rest
+
+
+def _model(mesh, seed=0):
+    rng = np.random.default_rng(seed)
+    batch, col, row = _layouts(mesh)
+    params = {"a": mt.distribute_tensor(rng.standard_normal((6, 10)) / 3, mesh, col),
+              "b": mt.distribute_tensor(rng.standard_normal((10, 6)) / 3, mesh, row),
+              "bias": mt.distribute_tensor(rng.standard_normal(6) / 3, mesh, [R] * mesh.ndim)}
+    x, t = (mt.distribute_tensor(rng.standard_normal((11, 6)), mesh, batch) for _ in range(2))
+    return params, x, t
+
+
+def _loss(p, x, t):
+    return ((np.tanh(x @ p["a"]) @ p["b"] + p["bias"] - t) ** 2).mean()
+
+
+_grad = mt.value_and_grad(_loss)
+
+
+def _sgd_step(p, x, t):
+    value, g = _grad(p, x, t)
+    mt.optim.sgd(p, g, 0.2)
+    return value
+
+
+def _adam_step(p, x, t, state):
+    value, g = _grad(p, x, t)
+    mt.optim.adam(p, g, state, lr=0.05)
+    return value
+
+
+def _full(tree):
+    return {k: v.full_tensor() for k, v in tree.items()}
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("cap", [0, 25], ids=["unfused", "fused"])
+def test_compiled_training_equals_eager(mesh, cap):
+    eager, x, t = _model(mesh)
+    compiled, _, _ = _model(mesh)
+    step = mt.compile(_sgd_step, bucket_cap_mb=cap, first_bucket_mb=cap)
+    for _ in range(3):
+        want, got = float(_sgd_step(eager, x, t)), float(step(compiled, x, t))
+        assert_all_ranks(want == got if cap == 0 else np.isclose(want, got, rtol=1e-12),
+                         f"loss {got} != eager {want}")
+    for k, v in _full(eager).items():
+        got = compiled[k].full_tensor()
+        same = np.array_equal(v, got) if cap == 0 else np.allclose(v, got, rtol=1e-12, atol=0)
+        assert_all_ranks(same, f"{k}: compiled parameters differ from eager")
+    assert step.trace_count() == 1
+
+
+@pytest.mark.mpi
+def test_compiled_adam_advances_its_step_count(mesh):
+    eager, x, t = _model(mesh, seed=1)
+    compiled, _, _ = _model(mesh, seed=1)
+    se, sc = mt.optim.adam_init(eager), mt.optim.adam_init(compiled)
+    step = mt.compile(_adam_step, bucket_cap_mb=0, first_bucket_mb=0)
+    for _ in range(3):
+        assert float(_adam_step(eager, x, t, se)) == float(step(compiled, x, t, sc))
+    assert int(sc["step"]) == int(se["step"]) == 3
+    for k, v in _full(eager).items():
+        assert_all_ranks(np.array_equal(v, compiled[k].full_tensor()), k)
+
+
+@pytest.mark.mpi
+def test_many_small_gradients_become_one_collective():
+    mesh = mt.init_device_mesh((WORLD.size,))
+    rng = np.random.default_rng(2)
+    params = [mt.distribute_tensor(rng.standard_normal(512), mesh, [R]) for _ in range(100)]
+    x = mt.distribute_tensor(rng.standard_normal((9, 512)), mesh, [Shard(0)])
+
+    def loss(ps):
+        total = (x * ps[0]).mean()
+        for w in ps[1:]:
+            total = total + (x * w).mean()     # stays a Partial sum: no collective
+        return total
+
+    def grads(params, x):
+        return mt.grad(loss)(params)
+
+    step = mt.compile(grads)
+    want = grads(params, x)
+    step(params, x)
+    with mt.CommDebugMode() as eager:
+        grads(params, x)
+    with mt.CommDebugMode() as compiled:
+        got = step(params, x)
+    if WORLD.size > 1:
+        assert eager.get_comm_counts() == {"all_reduce": 100}
+        assert compiled.get_comm_counts() == {"all_reduce": 1}
+        assert compiled.get_total_bytes() == eager.get_total_bytes()
+    for w, g in zip(want, got):
+        assert g.placements == w.placements
+        assert np.allclose(g.to_local(), w.to_local(), rtol=1e-12, atol=1e-15)
+
+
+@pytest.mark.mpi
+def test_fused_gathers_and_reduce_scatters_unpack_each_member(mesh):
+    """Uneven blocks (7 and 5 rows) of several tensors in one all-gather and one
+    reduce-scatter: each member must come back in its place."""
+    rng = np.random.default_rng(3)
+    shard = [Shard(0)] + [R] * (mesh.ndim - 1)
+    arrays = [rng.standard_normal(s) for s in [(7, 3), (5, 4), (7, 2, 2)]]
+    split = [mt.distribute_tensor(a, mesh, shard) for a in arrays]
+    terms = [mt.distribute_tensor(a, mesh, [Partial()] + [R] * (mesh.ndim - 1)) for a in arrays]
+
+    def move(split, terms):
+        gathered = [s.redistribute(mesh, [R] * mesh.ndim) for s in split]
+        scattered = [p._redistribute(tuple(shard)) for p in terms]
+        return gathered, scattered
+
+    step = mt.compile(move)
+    step(split, terms)
+    with mt.CommDebugMode() as comm:
+        gathered, scattered = step(split, terms)
+    if mesh.shape[0] > 1:
+        assert comm.get_comm_counts() == {"all_gather": 1, "reduce_scatter": 1}
+    for a, g, s in zip(arrays, gathered, scattered):
+        assert np.array_equal(g.to_local(), a)
+        assert np.allclose(s.full_tensor(), a, rtol=1e-12)
+
+
+@pytest.mark.mpi
+def test_new_signatures_retrace(mesh):
+    shard = [Shard(0)] + [R] * (mesh.ndim - 1)
+    step = mt.compile(lambda x, scale: (x * scale).sum(axis=0))
+    a, b = np.arange(12.0).reshape(6, 2), np.arange(15.0).reshape(5, 3)
+    for array, scale, traces in [(a, 2.0, 1), (a, 2.0, 1), (b, 2.0, 2), (a, 3.0, 3), (a, 2.0, 3)]:
+        x = mt.distribute_tensor(array, mesh, shard)
+        assert np.allclose(step(x, scale).full_tensor(), (array * scale).sum(axis=0))
+        assert step.trace_count() == traces
+    x = mt.distribute_tensor(a, mesh, [R] * mesh.ndim)
+    step(x, 2.0)
+    assert step.trace_count() == 4
+
+
+@pytest.mark.mpi
+def test_reading_values_while_tracing_is_refused(mesh):
+    x = mt.distribute_tensor(np.arange(6.0), mesh, [R] * mesh.ndim)
+
+    def branchy(x):
+        return x * 2 if x.sum() > 0 else x
+
+    for fn in (branchy, lambda x: x.to_local() * 2):
+        with pytest.raises(TypeError, match="mt.compile: .* reads DTensor values while tracing"):
+            mt.compile(fn)(x)
+    assert float((x * 2).sum()) == 30.0   # eager dispatch is untouched afterwards
+
+
+@pytest.mark.mpi
+def test_differentiating_a_compiled_function_is_refused(mesh):
+    x = mt.distribute_tensor(np.arange(6.0), mesh, [R] * mesh.ndim)
+    inner = mt.compile(lambda x: (x * x).sum())
+    with pytest.raises(TypeError, match="take the gradient inside"):
+        mt.grad(inner)(x)
+
+
+@pytest.mark.mpi
+def test_check_mode_agrees_on_every_bucket(mesh):
+    params, x, t = _model(mesh, seed=4)
+    step = mt.compile(_sgd_step)
+    step(params, x, t)
+    mt.set_checks(True)
+    try:
+        value = float(step(params, x, t))
+    finally:
+        mt.set_checks(False)
+    assert np.isfinite(value)
+
+
+@pytest.mark.mpi
+def test_graph_explain_and_trace_file(mesh):
+    params, x, t = _model(mesh, seed=5)
+    step = mt.compile(_sgd_step)
+    step(params, x, t)
+    step(params, x, t)
+    text = str(step.graph)
+    assert "matmul(" in text and "sgd(" in text and "(in place)" in text
+    report = mt.explain(step, params, x, t)
+    assert 0.0 <= report.hidden_fraction <= 1.0
+    assert sum(r["members"] for r in report.rows) == report.ncollectives
+    path = WORLD.bcast(os.path.join(tempfile.mkdtemp(), "trace.json") if WORLD.rank == 0 else None)
+    step.export_trace(path)
+    if WORLD.rank == 0:
+        with open(path) as f:
+            events = json.load(f)["traceEvents"]
+        spans = [e for e in events if e["ph"] == "X"]
+        assert {e["pid"] for e in spans} == set(range(WORLD.size))
+        assert {e["cat"] for e in spans} == ({"compute", "collective"} if report.ncollectives
+                                              else {"compute"})
+        assert all(e["dur"] >= 0 for e in spans)
