@@ -1,7 +1,8 @@
 """The PNG plots of benchmarks/run.py (matplotlib, optional: without it, no plots)."""
 import numpy as np
 
-SIDE_STYLE = {"mtensor": "C0", "mpi4py": "C1", "hand": "C1", "gloo": "C2", "DTensor": "C2"}
+SIDE_STYLE = {"mtensor": "C0", "mpi4py": "C1", "hand": "C1", "gloo": "C2", "DTensor": "C2",
+              "compiled": "C3"}
 
 
 def _save(plt, fig, path):
@@ -76,14 +77,14 @@ def _scaling(plt, results, path):
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
     for ax, kind in zip(axes, ("strong", "weak")):
         runs = {n: r for n, r in results[kind].items() if r}
-        for side in ("mtensor", "hand", "DTensor"):
+        for side in ("mtensor", "compiled", "hand", "DTensor"):
             pts = [(n, r["median_s"][side] * 1e3) for n, r in runs.items()
                    if side in r["median_s"]]
             if pts:
                 ax.plot(*zip(*pts), "o-", label=side, color=SIDE_STYLE[side])
         ax.set_xscale("log", base=2)
         ax.set_xticks(list(runs), [str(n) for n in runs])
-        ax.set_xlabel("ranks (mtensor compiled: n/a)")
+        ax.set_xlabel("ranks")
         ax.set_ylabel("median ms per fwd+bwd step")
         batch = "fixed global batch" if kind == "strong" else "fixed batch per dp rank"
         ax.set_title(f"{kind} scaling ({batch})")

@@ -90,7 +90,7 @@ def dispatch(name: str, operands, params=()):
         if tracing.tracer is None:
             result = decision.kernel(*blocks)
         else:
-            result = tracing.tracer.call(name, _arrays(decision), blocks, decision.nout)
+            result = tracing.tracer.call(name, decision.kernel, blocks, decision.nout)
     if decision.nout > 1:
         out = tuple(_wrap(r, decision) for r in result)
     elif type(result) is np.ndarray and result.dtype in decision.specs:
@@ -100,15 +100,6 @@ def dispatch(name: str, operands, params=()):
     if tape.state.recording:
         tape.record(name, operands, params, out, _as_used(operands, decision, blocks))
     return out
-
-
-def _arrays(decision: Decision):
-    """The kernel with its results made arrays (numpy reductions return scalars), so the
-    traced graph holds exactly the arrays the output DTensors wrap."""
-    kernel, nout = decision.kernel, decision.nout
-    if nout > 1:
-        return lambda *blocks: tuple(np.asarray(r) for r in kernel(*blocks))
-    return lambda *blocks: np.asarray(kernel(*blocks))
 
 
 def _as_used(operands, decision, blocks):

@@ -3,8 +3,8 @@
 Compute nodes call their recorded local function; buckets start (nonblocking), wait, or run
 (blocking) through ``comm``.  While anything is in flight, each compute node is followed by
 one ``Testall``: MPICH and Open MPI advance a started collective only inside MPI calls, and
-that poll (about a microsecond) is what lets a transfer move while numpy computes.  Every
-instruction's span is kept for ``export_trace``.
+that poll (about a microsecond) is what lets a transfer move while numpy computes.  The end
+time of every instruction is kept, from which ``export_trace`` draws the spans.
 """
 from __future__ import annotations
 
@@ -26,9 +26,13 @@ class Replay:
         self.buckets = [Bucket([nodes[m].fn for m in b], [nodes[m].ins[0] for m in b],
                                [nodes[m].outs[0] for m in b]) for b in buckets]
         kinds = {"start": _START, "wait": _WAIT, "run": _RUN}
-        self.steps = [(_COMPUTE, nodes[k]) if what == "compute" else (kinds[what], k)
-                      for what, k in program]
-        self.spans = []
+        self.steps = [(_COMPUTE, (nodes[k].fn, nodes[k].ins, nodes[k].outs))
+                      if what == "compute" else (kinds[what], k) for what, k in program]
+        self.frees = self._last_uses(nodes, program, graph)
+        self.labels = [nodes[k].name if what == "compute" else
+                       f"{self.buckets[k].kind} x{len(self.buckets[k].members)}"
+                       for what, k in program]
+        self.marks = []
 
     def __call__(self, inputs) -> list:
         """Run on ``inputs`` ({slot: value}); returns every slot's value."""
@@ -36,14 +40,13 @@ class Replay:
         for slot, value in inputs.items():
             env[slot] = value
         clock = time.perf_counter
-        spans = self.spans = []
-        flight = {}         # bucket -> (request, send, recv, started at)
+        marks = self.marks = [clock()]   # when each instruction ended (one clock read each)
+        flight = {}                      # bucket -> (request, send, recv)
         requests = []
-        for what, arg in self.steps:
+        for (what, arg), free in zip(self.steps, self.frees):
             if what == _COMPUTE:
-                start = clock()
-                result = arg.fn(*[env[s] for s in arg.ins])
-                outs = arg.outs
+                fn, ins, outs = arg
+                result = fn(*[env[s] for s in ins])
                 if len(outs) == 1:
                     env[outs[0]] = result
                 elif outs:
@@ -51,19 +54,17 @@ class Replay:
                         env[s] = r
                 if requests:
                     nonblocking.test_all(requests)
-                spans.append((arg.name, "compute", start, clock()))
             elif what == _START:
                 bucket = self.buckets[arg]
-                start = clock()
                 send, recv = bucket.pack(env)
                 self._announce(bucket)
                 request = nonblocking.start(bucket.kind, bucket.group, send, recv,
                                             bucket.counts, bucket.op)
                 guard.after()
-                flight[arg] = (request, send, recv, start)
+                flight[arg] = (request, send, recv)
                 requests.append(request)
             elif what == _WAIT:
-                request, _, recv, start = flight.pop(arg)
+                request, _, recv = flight.pop(arg)
                 bucket = self.buckets[arg]
                 self._announce(bucket, agree=False)
                 try:
@@ -71,28 +72,58 @@ class Replay:
                 finally:
                     guard.after()
                 requests.remove(request)
-                self._finish(bucket, recv, env, start, spans)
+                bucket.unpack(recv, env)
+                bucket.record()
             else:
                 bucket = self.buckets[arg]
-                start = clock()
                 send, recv = bucket.pack(env)
                 self._announce(bucket)
                 try:
                     run_blocking(bucket.kind, bucket.group, send, recv, bucket.counts, bucket.op)
                 finally:
                     guard.after()
-                self._finish(bucket, recv, env, start, spans)
+                bucket.unpack(recv, env)
+                bucket.record()
+            for s in free:
+                env[s] = None
+            marks.append(clock())
         return env
+
+    def _last_uses(self, nodes, program, graph):
+        """Per instruction, the slots nothing reads after it: dropped there, so the replay
+        holds no more intermediates than eager code does (and numpy reuses warm memory)."""
+        keep = {s for s, _ in graph.outputs if s is not None}
+        last = {}
+        for i, (what, k) in enumerate(program):
+            node_or_bucket = nodes[k] if what == "compute" else self.buckets[k]
+            if what != "start":
+                last.update((s, i) for s in node_or_bucket.outs if s not in last)
+            if what != "wait":
+                last.update((s, i) for s in node_or_bucket.ins)
+        frees = [[] for _ in program]
+        for s, i in last.items():
+            if s not in keep:
+                frees[i].append(s)
+        return [tuple(f) for f in frees]
+
+    @property
+    def spans(self):
+        """(name, "compute" | "collective", start, end) of the latest run: a compute node or
+        blocking collective spans its instruction; a started one runs until its wait ends."""
+        out, started = [], {}
+        for i, (what, arg) in enumerate(self.steps[:len(self.marks) - 1]):
+            begin, end = self.marks[i], self.marks[i + 1]
+            if what == _START:
+                started[arg] = begin
+            elif what != _WAIT:
+                out.append((self.labels[i], "compute" if what == _COMPUTE else "collective",
+                             begin, end))
+            else:
+                out.append((self.labels[i], "collective", started.pop(arg), end))
+        return out
 
     def _announce(self, bucket, agree=True) -> None:
         if guard.state.active:
             guard.state.op = f"compiled {self.name} (a bucket of {len(bucket.members)})"
             guard.before(bucket.kind, bucket.mesh_dim, bucket.global_shapes, bucket.dtype,
                          bucket.mesh.comm, agree)
-
-    @staticmethod
-    def _finish(bucket, recv, env, start, spans) -> None:
-        bucket.unpack(recv, env)
-        bucket.record()
-        spans.append((f"{bucket.kind} x{len(bucket.members)}", "collective", start,
-                      time.perf_counter()))

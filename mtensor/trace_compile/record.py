@@ -44,12 +44,18 @@ class Tracer:
         return slot
 
     def call(self, name: str, fn, args, nout: int = 1, kind: str = "compute"):
-        """Run ``fn(*args)`` and record it; ``nout`` results (0: ``fn`` works in place)."""
+        """Run ``fn(*args)`` and record it; ``nout`` results (0: ``fn`` works in place).
+        Results that are not arrays (numpy reductions return scalars) are made arrays, and
+        so is the recorded function, so the graph holds exactly the arrays DTensors wrap."""
         ins = tuple(self.ref(a) for a in args)
         start = time.perf_counter()
         result = fn(*args)
         seconds = time.perf_counter() - start
         produced = () if nout == 0 else (result,) if nout == 1 else result
+        if any(type(r) is not np.ndarray for r in produced):
+            fn = _as_arrays(fn, nout)
+            produced = tuple(np.asarray(r) for r in produced)
+            result = produced[0] if nout == 1 else produced
         self.nodes.append(Node(kind, name, fn, ins, tuple(self._new(r) for r in produced),
                                seconds))
         return result
@@ -59,6 +65,12 @@ class Tracer:
         ins = (self.ref(local),)
         self.nodes.append(Node("collective", collective.kind, collective, ins,
                                (self._new(out),), seconds))
+
+
+def _as_arrays(fn, nout: int):
+    if nout == 1:
+        return lambda *args: np.asarray(fn(*args))
+    return lambda *args: tuple(np.asarray(r) for r in fn(*args))
 
 
 class _State:

@@ -146,6 +146,29 @@ def test_fused_gathers_and_reduce_scatters_unpack_each_member(mesh):
 
 
 @pytest.mark.mpi
+def test_every_collective_kind_replays(mesh):
+    """A NaN max (MPI user op, nonblocking), an all-to-all, gathers, and a constant operand."""
+    rng = np.random.default_rng(6)
+    a = rng.standard_normal((7, 5))
+    a[2, 3] = np.nan
+    shard = tuple([Shard(0)] + [R] * (mesh.ndim - 1))
+    x = mt.distribute_tensor(a, mesh, shard)
+    y = mt.distribute_tensor(rng.standard_normal((6, 9)), mesh, shard)
+    ones = np.ones((9, 2))
+
+    def f(x, y):
+        return (x.max(axis=0) * 2 + 1, y._redistribute((Shard(1),) + shard[1:]) * 3,
+                np.tanh(y) @ ones)
+
+    step = mt.compile(f)
+    want = [r.full_tensor() for r in f(x, y)]
+    step(x, y)
+    got = step(x, y)
+    for w, g in zip(want, got):
+        assert_all_ranks(np.array_equal(w, g.full_tensor(), equal_nan=True), f"{w} != {g}")
+
+
+@pytest.mark.mpi
 def test_new_signatures_retrace(mesh):
     shard = [Shard(0)] + [R] * (mesh.ndim - 1)
     step = mt.compile(lambda x, scale: (x * scale).sum(axis=0))
