@@ -26,3 +26,12 @@ def test_train_step_benchmark_runs():
     lines = [ln for ln in result.stdout.splitlines() if ln.startswith("loss:")]
     mt_loss, hand_loss = (float(w) for w in lines[0].split()[2::2])
     assert abs(mt_loss - hand_loss) < 1e-12 and "ratio" in result.stdout
+    compiled = [ln for ln in result.stdout.splitlines() if ln.startswith("compiled:")]
+    assert abs(float(compiled[0].split()[2]) - mt_loss) < 1e-12
+
+
+def test_compile_benchmark_runs():
+    result = run_under_mpi(2, ["benchmarks/compile_dp.py", "--params", "12", "--size", "16",
+                               "--reps", "2"], timeout=120)
+    assert result.returncode == 0, result.stdout
+    assert "| eager | 12 |" in result.stdout and "| compiled | 1 |" in result.stdout
