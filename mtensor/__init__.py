@@ -7,7 +7,7 @@ from .comm import guard as _guard
 from .comm.abort import set_abort_on_error
 from .comm.guard import CollectiveMismatchError, set_checks, set_timeout
 from .creation import arange, empty, empty_like, full, full_like, ones, ones_like, zeros, zeros_like
-from .debug import CommDebugMode, explain
+from .debug import CommDebugMode, explain, visualize_sharding
 from .dtensor import DTensor, distribute_tensor
 from .mesh import DeviceMesh, init_device_mesh
 from .numpy_api import (
@@ -29,7 +29,7 @@ __all__ = [
     "einsum", "empty", "empty_like", "expand_dims", "explain", "full", "full_like", "distribute_tensor", "get_cost_model", "grad",
     "init_device_mesh", "matmul", "optim", "max", "mean", "min", "moveaxis", "ones", "ones_like", "prod",
     "random", "ravel", "reshape", "set_abort_on_error", "set_checks", "set_cost_model", "set_timeout", "squeeze", "stack", "std", "sum", "swapaxes", "tensordot",
-    "transpose", "value_and_grad", "var", "where", "zeros", "zeros_like",
+    "transpose", "value_and_grad", "var", "visualize_sharding", "where", "zeros", "zeros_like",
 ]
 __version__ = "0.1.0"
 

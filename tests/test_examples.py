@@ -35,3 +35,25 @@ def test_compile_benchmark_runs():
                                "--reps", "2"], timeout=120)
     assert result.returncode == 0, result.stdout
     assert "| eager | 12 |" in result.stdout and "| compiled | 1 |" in result.stdout
+
+
+def _train(n, *args):
+    result = run_under_mpi(n, ["examples/train.py", "--steps", "6", "--hidden", "32", *args],
+                           timeout=180)
+    assert result.returncode == 0, result.stdout
+    lines = result.stdout.splitlines()
+    summary = next(ln for ln in lines if ln.startswith("mesh "))
+    assert "held-out accuracy" in summary
+    return float(next(ln for ln in lines if ln.startswith("checksum")).split()[1]), result.stdout
+
+
+def test_train_follows_one_loss_curve_on_every_mesh():
+    """The same losses (to float rounding) at 1, 2 and 4 ranks, on 2-D and 1-D meshes, eager
+    and compiled."""
+    reference, _ = _train(1)
+    runs = [(2, ()), (4, ()), (4, ("--mesh", "4x1")), (4, ("--compile",))]
+    for n, args in runs:
+        checksum, out = _train(n, *args)
+        assert abs(checksum - reference) <= 1e-9 * abs(reference), (n, args, out[-2000:])
+        if "--compile" in args:
+            assert "collectives in" in out and "buckets" in out

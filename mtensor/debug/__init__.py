@@ -1,5 +1,6 @@
 """Observability: what really ran."""
 from .comm_mode import CommDebugMode, CommRecord
 from .explain import Explanation, explain
+from .visualize import visualize_sharding
 
-__all__ = ["CommDebugMode", "CommRecord", "Explanation", "explain"]
+__all__ = ["CommDebugMode", "CommRecord", "Explanation", "explain", "visualize_sharding"]

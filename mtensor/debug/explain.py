@@ -44,11 +44,14 @@ class Explanation:
         self.hidden_fraction = (sum(r["hidden_s"] for r in self.rows) / self.comm_s
                                 if self.comm_s else 0.0)
 
-    def __str__(self) -> str:
-        head = (f"{self.name}: {self.ncollectives} collectives in {len(self.rows)} buckets; "
+    @property
+    def summary(self) -> str:
+        return (f"{self.name}: {self.ncollectives} collectives in {len(self.rows)} buckets; "
                 f"predicted hidden {100 * self.hidden_fraction:.0f}% of "
                 f"{1e3 * self.comm_s:.3f} ms communication")
-        lines = [head, f"{'bucket':>6}  {'collective':<14} {'mesh dim':>8} {'members':>7} "
+
+    def __str__(self) -> str:
+        lines = [self.summary, f"{'bucket':>6}  {'collective':<14} {'mesh dim':>8} {'members':>7} "
                        f"{'bytes':>10}  {'runs':<9} {'comm ms':>8} {'compute ms':>10}"]
         for r in self.rows:
             lines.append(f"{r['bucket']:>6}  {r['collective']:<14} {r['mesh_dim']:>8} "

@@ -1,0 +1,127 @@
+"""Train an MLP of Megatron blocks with data x tensor parallelism on a 2-D mesh.
+
+    mpirun -n 8 python examples/train.py                     # mesh 2x4 (dp x tp)
+    mpirun -n 4 python examples/train.py --mesh 4x1 --steps 100 --compile
+
+The data: a noisy 4-arm spiral (4096 points, 4 classes; seed 0, generated here, nothing
+downloaded), each point lifted to 64 features by a fixed random Fourier map; the first 3072
+points train, the last 1024 measure accuracy.  The model:
+``--blocks`` residual Megatron blocks ``h + tanh(h @ A) @ B`` (A column-parallel, B
+row-parallel on "tp": one all-reduce per block) and a linear head, trained with Adam on the
+softmax cross-entropy; the batch is split over "dp".  Gradients come from
+``mt.value_and_grad``; ``--compile`` runs the step through ``mt.compile`` (bucketed,
+overlapped collectives).  Every mesh shape, eager or compiled, follows the same loss curve up
+to float rounding: the last line's checksum (the sum of every step's loss) shows it.
+"""
+import argparse
+import time
+
+import numpy as np
+from mpi4py import MPI
+from tqdm import tqdm
+
+import mtensor as mt
+from mtensor import Replicate, Shard
+
+CLASSES, FEATURES, POINTS, TRAIN = 4, 64, 4096, 3072
+
+
+def spiral(seed=0):
+    """(features, one-hot labels, labels) of a noisy 4-arm spiral, the same on every rank."""
+    rng = np.random.default_rng(seed)
+    labels = rng.integers(0, CLASSES, POINTS)
+    radius = rng.uniform(0.05, 1.0, POINTS)
+    angle = 4.0 * radius + labels * (2 * np.pi / CLASSES) + rng.normal(0, 0.35, POINTS)
+    xy = np.stack([radius * np.cos(angle), radius * np.sin(angle)], axis=1)
+    projection = rng.normal(0, 2.0, (2, FEATURES // 2))
+    features = np.concatenate([np.sin(xy @ projection), np.cos(xy @ projection)], axis=1)
+    return features, np.eye(CLASSES)[labels], labels
+
+
+def default_mesh(n):
+    if n <= 2:
+        return 1, n
+    return (2, n // 2) if n % 2 == 0 else (n, 1)
+
+
+def init_params(mesh, blocks, hidden, seed=1):
+    rng = np.random.default_rng(seed)
+    col, row, rep = [Replicate(), Shard(1)], [Replicate(), Shard(0)], [Replicate()] * 2
+    params = {"head": mt.distribute_tensor(rng.normal(0, FEATURES ** -0.5, (FEATURES, CLASSES)),
+                                           mesh, rep)}
+    for i in range(blocks):
+        params[f"a{i}"] = mt.distribute_tensor(
+            rng.normal(0, FEATURES ** -0.5, (FEATURES, hidden)), mesh, col)
+        params[f"b{i}"] = mt.distribute_tensor(
+            rng.normal(0, hidden ** -0.5 / blocks, (hidden, FEATURES)), mesh, row)
+    return params
+
+
+def logits(params, x):
+    h = x
+    for i in range(sum(k.startswith("a") for k in params)):
+        h = h + np.tanh(h @ params[f"a{i}"]) @ params[f"b{i}"]
+    return h @ params["head"]
+
+
+def cross_entropy(params, x, y):
+    z = logits(params, x)
+    top = z.max(axis=1)
+    log_sum = np.log(np.exp(z - top[:, None]).sum(axis=1)) + top
+    return (log_sum - (z * y).sum(axis=1)).mean()
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--mesh", help="dp x tp, e.g. 2x4 (default: from the number of ranks)")
+    parser.add_argument("--steps", type=int, default=300)
+    parser.add_argument("--batch", type=int, default=256, help="global batch")
+    parser.add_argument("--blocks", type=int, default=2)
+    parser.add_argument("--hidden", type=int, default=256)
+    parser.add_argument("--lr", type=float, default=1e-2)
+    parser.add_argument("--compile", action="store_true", help="run the step through mt.compile")
+    args = parser.parse_args()
+    world = MPI.COMM_WORLD
+    shape = tuple(int(s) for s in args.mesh.split("x")) if args.mesh else default_mesh(world.size)
+    if len(shape) != 2 or shape[0] * shape[1] != world.size:
+        raise SystemExit(f"train.py: --mesh {args.mesh} does not have {world.size} ranks as "
+                         f"dp x tp (e.g. --mesh {'x'.join(map(str, default_mesh(world.size)))})")
+    mesh = mt.init_device_mesh(shape, mesh_dim_names=("dp", "tp"))
+    batch_split = [Shard(0), Replicate()]
+
+    features, onehot, labels = spiral()
+    batches = [(mt.distribute_tensor(features[i:i + args.batch], mesh, batch_split),
+                mt.distribute_tensor(onehot[i:i + args.batch], mesh, batch_split))
+               for i in range(0, TRAIN - args.batch + 1, args.batch)]
+    params = init_params(mesh, args.blocks, args.hidden)
+    state = mt.optim.adam_init(params)
+    loss_and_grads = mt.value_and_grad(cross_entropy)
+
+    def train_step(params, state, x, y):
+        loss, grads = loss_and_grads(params, x, y)
+        mt.optim.adam(params, grads, state, lr=args.lr)
+        return loss
+
+    step = mt.compile(train_step) if args.compile else train_step
+    losses = []
+    bar = tqdm(range(args.steps), disable=world.rank != 0, unit="step", mininterval=0.5)
+    start = time.perf_counter()
+    for i in bar:
+        x, y = batches[i % len(batches)]
+        losses.append(float(step(params, state, x, y)))
+        bar.set_postfix(loss=f"{losses[-1]:.4f}", refresh=False,
+                        samples_s=f"{(i + 1) * args.batch / (time.perf_counter() - start):.0f}")
+    held_out = mt.distribute_tensor(features[TRAIN:], mesh, batch_split)
+    predicted = np.argmax(logits(params, held_out), axis=1).full_tensor()
+    accuracy = float(np.mean(predicted == labels[TRAIN:]))
+    if world.rank == 0:
+        mode = "compiled" if args.compile else "eager"
+        print(f"mesh {shape} (dp x tp), {mode}, {args.steps} steps of batch {args.batch}: "
+              f"loss {losses[0]:.4f} -> {losses[-1]:.4f}, held-out accuracy {accuracy:.3f}")
+        if args.compile:
+            print(step.explain().summary)
+        print(f"checksum {sum(losses):.12e}")
+
+
+if __name__ == "__main__":
+    main()
