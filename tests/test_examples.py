@@ -1,7 +1,10 @@
-"""The example and the dispatch benchmark run as a user would run them, under mpiexec."""
+"""The examples and the benchmarks' quick modes run as a user would run them."""
+import subprocess
+import sys
+
 import pytest
 
-from test_mpi_suites import run_under_mpi
+from test_mpi_suites import ROOT, run_under_mpi
 
 
 @pytest.mark.parametrize("n", [1, 4])
@@ -57,3 +60,31 @@ def test_train_follows_one_loss_curve_on_every_mesh():
         assert abs(checksum - reference) <= 1e-9 * abs(reference), (n, args, out[-2000:])
         if "--compile" in args:
             assert "collectives in" in out and "buckets" in out
+
+
+def _totals(stdout):
+    return next(ln for ln in stdout.splitlines() if ln.startswith("totals:"))
+
+
+@pytest.mark.parametrize("n", [2, 4])
+def test_propagator_dry_run_prices_what_a_real_run_does(n):
+    totals = {}
+    for annotation in ("good", "bad"):
+        args = ["--d", "64", "--annotation", annotation, "--mesh-size", str(n)]
+        dry = subprocess.run([sys.executable, "examples/propagator.py", "--dry-run", *args],
+                             cwd=ROOT, capture_output=True, text=True, timeout=120)
+        assert dry.returncode == 0, dry.stderr
+        real = run_under_mpi(n, ["examples/propagator.py", *args], timeout=120)
+        assert real.returncode == 0, real.stdout
+        assert _totals(dry.stdout) == _totals(real.stdout), (dry.stdout, real.stdout)
+        totals[annotation] = [int(w) for w in _totals(real.stdout).split()[2::2]]
+    assert totals["good"][0] == 1 and "all_reduce" in dry.stdout
+    assert totals["bad"][0] == 3 and totals["bad"][1] > 3 * totals["good"][1]
+
+
+def test_propagator_dry_run_needs_no_ranks_for_a_big_model():
+    out = subprocess.run([sys.executable, "examples/propagator.py", "--dry-run", "--mesh-size",
+                          "8", "--d", "8192"], cwd=ROOT, capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert _totals(out.stdout) == "totals: collectives 1 bytes 917504"
