@@ -19,7 +19,7 @@ from .dtensor import DTensor, _redistribution
 from .ops import RULES, OpCall, Operand, choose
 from .placement import Replicate, local_slices
 from .redistribute import cost
-from .spec import DTensorSpec, check_same_mesh
+from .spec import DTensorSpec, _fmt as fmt, check_same_mesh
 from .trace_compile.record import state as tracing
 
 _SCALARS = (int, float, complex, bool)
@@ -90,7 +90,8 @@ def dispatch(name: str, operands, params=()):
         if tracing.tracer is None:
             result = decision.kernel(*blocks)
         else:
-            result = tracing.tracer.call(name, decision.kernel, blocks, decision.nout)
+            result = tracing.tracer.call(name, decision.kernel, blocks, decision.nout,
+                                         detail=_strategy(decision, operands))
     if decision.nout > 1:
         out = tuple(_wrap(r, decision) for r in result)
     elif type(result) is np.ndarray and result.dtype in decision.specs:
@@ -100,6 +101,14 @@ def dispatch(name: str, operands, params=()):
     if tape.state.recording:
         tape.record(name, operands, params, out, _as_used(operands, decision, blocks))
     return out
+
+
+def _strategy(decision: Decision, operands) -> str:
+    """``[S(0), R] x const -> [S(0), R]``: the layouts the kernel ran on and produced."""
+    used = [fmt(spec.placements) if spec is not None else
+            fmt(o.placements) if type(o) is DTensor else "const"
+            for o, spec in zip(operands, decision.in_specs)]
+    return f"{' x '.join(used)} -> {fmt(decision.placements)}"
 
 
 def _as_used(operands, decision, blocks):

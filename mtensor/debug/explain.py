@@ -1,4 +1,6 @@
-"""What a compiled step communicates: its buckets, where each starts and is waited for, and
+"""``mt.explain``: what a step communicates.  Each op with the strategy it ran (the
+placements of its operands and result), each collective with its mesh dim and bytes, totals,
+per-rank memory, the buckets ``mt.compile`` forms, where each starts and is waited for, and
 the predicted share of communication hidden behind compute.
 
 The prediction prices each bucket with the cost model (alpha + bus bytes / beta on its mesh
@@ -18,13 +20,57 @@ def _size(nbytes: float) -> str:
     return ""
 
 
+def _consumers(nodes) -> dict:
+    """{index of the op that needs it (None: the result): [collective nodes]}: a collective is
+    listed under the first op that reads its result, through chains of collectives."""
+    reader = {}
+    for i, node in reversed(list(enumerate(nodes))):
+        for s in node.ins:
+            reader[s] = i
+    out = {}
+    for node in nodes:
+        if node.kind != "collective":
+            continue
+        at = reader.get(node.outs[0])
+        while at is not None and nodes[at].kind == "collective":
+            at = reader.get(nodes[at].outs[0])
+        out.setdefault(at, []).append(node)
+    return out
+
+
 class Explanation:
+    """The comm bill of one traced signature.  ``ops``: (op, strategy or collective detail,
+    bytes) in program order, each op followed by the collectives that brought its operands; ``totals``: {collective: (count, bytes)}; ``rows``: one dict per
+    bucket; ``hidden_fraction``: the prediction described above."""
+
     def __init__(self, traced):
         graph, model = traced.graph, get_cost_model()
-        self.name = graph.name
+        self.name, self.graph = graph.name, graph
         self.ncollectives = len(graph.collectives())
-        self.rows = []
-        started, compute = {}, 0.0
+        self.ops, self.totals = [], {}
+        needed_by = _consumers(graph.nodes)
+        for i, node in enumerate(graph.nodes):
+            if node.kind == "collective":
+                c = node.fn
+                count, nbytes = self.totals.get(node.name, (0, 0))
+                self.totals[node.name] = (count + 1, nbytes + c.nbytes)
+                continue
+            if not (node.detail or node.kind == "effect"):
+                continue
+            self.ops.append((node.name, node.detail or "in place", None))
+            self.ops += [(f"  <- {n.name}", f"mesh dim {n.fn.mesh_dim}" +
+                          (f", {n.fn.op}" if n.fn.op else ""), n.fn.nbytes)
+                         for n in needed_by.get(i, ())]
+        self.ops += [(f"  <- {n.name}", f"mesh dim {n.fn.mesh_dim} (for the result)", n.fn.nbytes)
+                     for n in needed_by.get(None, ())]
+        self.rows = self._buckets(traced, model)
+        self.comm_s = sum(r["comm_s"] for r in self.rows)
+        self.hidden_fraction = (sum(r["hidden_s"] for r in self.rows) / self.comm_s
+                                if self.comm_s else 0.0)
+
+    @staticmethod
+    def _buckets(traced, model):
+        graph, rows, started, compute = traced.graph, [], {}, 0.0
         for what, k in traced.program:
             if what == "compute":
                 compute += graph.nodes[k].seconds
@@ -35,14 +81,11 @@ class Explanation:
                 alpha, beta = model.link(b.mesh_dim)
                 comm = alpha + b.nbytes / beta
                 between = compute - started.pop(k) if what == "wait" else 0.0
-                self.rows.append(dict(bucket=k, collective=b.kind, mesh_dim=b.mesh_dim,
-                                      members=len(b.members), bytes=b.nbytes,
-                                      overlapped=what == "wait", comm_s=comm,
-                                      compute_s=between, hidden_s=min(comm, between)))
-        self.rows.sort(key=lambda r: r["bucket"])
-        self.comm_s = sum(r["comm_s"] for r in self.rows)
-        self.hidden_fraction = (sum(r["hidden_s"] for r in self.rows) / self.comm_s
-                                if self.comm_s else 0.0)
+                rows.append(dict(bucket=k, collective=b.kind, mesh_dim=b.mesh_dim,
+                                 members=len(b.members), bytes=b.nbytes,
+                                 overlapped=what == "wait", comm_s=comm,
+                                 compute_s=between, hidden_s=min(comm, between)))
+        return sorted(rows, key=lambda r: r["bucket"])
 
     @property
     def summary(self) -> str:
@@ -51,12 +94,21 @@ class Explanation:
                 f"{1e3 * self.comm_s:.3f} ms communication")
 
     def __str__(self) -> str:
-        lines = [self.summary, f"{'bucket':>6}  {'collective':<14} {'mesh dim':>8} {'members':>7} "
-                       f"{'bytes':>10}  {'runs':<9} {'comm ms':>8} {'compute ms':>10}"]
+        width = max([len(op) for op, _, _ in self.ops] + [10])
+        lines = [self.summary,
+                 f"memory per rank: arguments {_size(self.graph.input_bytes)}, results "
+                 f"{_size(self.graph.output_bytes)}", "",
+                 f"{'op':<{width}}  {'strategy / collective':<48} {'bytes':>10}"]
+        lines += [f"{op:<{width}}  {what:<48} {'' if b is None else _size(b):>10}"
+                  for op, what, b in self.ops]
+        lines.append("totals: " + (", ".join(f"{k} x{n} ({_size(b)})" for k, (n, b) in
+                                             self.totals.items()) or "no collectives"))
+        lines += ["", f"{'bucket':>6}  {'collective':<14} {'mesh dim':>8} {'members':>7} "
+                      f"{'bytes':>10}  {'runs':<10} {'comm ms':>8} {'compute ms':>10}"]
         for r in self.rows:
             lines.append(f"{r['bucket']:>6}  {r['collective']:<14} {r['mesh_dim']:>8} "
                          f"{r['members']:>7} {_size(r['bytes']):>10}  "
-                         f"{'overlapped' if r['overlapped'] else 'blocking':<9} "
+                         f"{'overlapped' if r['overlapped'] else 'blocking':<10} "
                          f"{1e3 * r['comm_s']:>8.3f} {1e3 * r['compute_s']:>10.3f}")
         return "\n".join(lines)
 
@@ -64,9 +116,11 @@ class Explanation:
 
 
 def explain(fn, *args, **kwargs) -> Explanation:
-    """The communication plan of ``fn(*args, **kwargs)`` as ``mt.compile`` runs it.  A plain
-    function is compiled first; tracing runs it once, collectives included (every rank must
-    call this)."""
+    """The comm bill of ``fn(*args, **kwargs)``: each op's strategy, each collective with its
+    mesh dim and bytes, totals, per-rank memory, and how ``mt.compile`` buckets and overlaps
+    them.  A plain function is compiled first and traced, which runs it once, collectives
+    included (every rank must call this); a compiled one already traced for these
+    arguments runs nothing.  To price a model from shapes alone, see ``debug.price``."""
     from ..trace_compile.compile import Compiled, compile
     step = fn if isinstance(fn, Compiled) else compile(fn)
     if step.traced_for(args, kwargs) is None:

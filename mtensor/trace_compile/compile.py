@@ -73,16 +73,16 @@ class Compiled:
         self._last = None
 
     @property
-    def graph(self) -> Graph:
-        """The graph of the latest call's signature."""
+    def traced(self) -> "_Traced":
+        """The trace of the latest call's signature: graph, buckets, program, replay."""
         if self._last is None:
             raise RuntimeError(f"mt.compile: {self.fn.__name__} has not been called yet")
-        return self._last.graph
+        return self._last
 
     @property
-    def traced(self) -> "_Traced":
-        self.graph  # raises if never called
-        return self._last
+    def graph(self) -> Graph:
+        """The graph of the latest call's signature."""
+        return self.traced.graph
 
     def traced_for(self, args, kwargs=None):
         """The trace these arguments would replay (None: the next call traces)."""
@@ -135,7 +135,8 @@ class Compiled:
             state.tracer = None
         meshes = [leaf.device_mesh for leaf in leaves + out_leaves if type(leaf) is DTensor]
         graph = Graph(self.fn.__name__, tracer.nodes, len(tracer.values), tracer.consts,
-                      inputs, outputs, rebuild, meshes[0] if meshes else None)
+                      inputs, outputs, rebuild, meshes[0] if meshes else None,
+                      _nbytes(leaves), _nbytes(out_leaves))
         buckets = plan_buckets(graph.nodes, self.cap, self.first_cap)
         program = plan_schedule(graph.nodes, buckets, self.overlap, self.inflight_cap)
         return result, _Traced(graph, buckets, program, Replay(graph, buckets, program))
@@ -143,6 +144,10 @@ class Compiled:
 
 def _is_array(leaf) -> bool:
     return type(leaf) is DTensor or type(leaf) is np.ndarray
+
+
+def _nbytes(leaves) -> int:
+    return sum(_value(leaf).nbytes for leaf in leaves if _is_array(leaf))
 
 
 def _value(leaf):

@@ -19,6 +19,7 @@ class Node:
     ins: Tuple[int, ...]
     outs: Tuple[int, ...]
     seconds: float         # how long it took while tracing (explain's prediction)
+    detail: str = ""       # an op's strategy: the placements it ran on and produced
 
 
 @dataclass
@@ -31,6 +32,8 @@ class Graph:
     outputs: list          # (slot, spec or None) per flattened result leaf, or (None, value)
     rebuild: Any = None    # the result's pytree from its leaves
     mesh: Any = None       # the mesh of the DTensors it takes or returns
+    input_bytes: int = 0   # this rank's bytes of the array arguments and results
+    output_bytes: int = 0
 
     def collectives(self):
         return [n for n in self.nodes if n.kind == "collective"]

@@ -43,7 +43,7 @@ class Tracer:
         self.consts[slot] = value
         return slot
 
-    def call(self, name: str, fn, args, nout: int = 1, kind: str = "compute"):
+    def call(self, name: str, fn, args, nout: int = 1, kind: str = "compute", detail: str = ""):
         """Run ``fn(*args)`` and record it; ``nout`` results (0: ``fn`` works in place).
         Results that are not arrays (numpy reductions return scalars) are made arrays, and
         so is the recorded function, so the graph holds exactly the arrays DTensors wrap."""
@@ -57,7 +57,7 @@ class Tracer:
             produced = tuple(np.asarray(r) for r in produced)
             result = produced[0] if nout == 1 else produced
         self.nodes.append(Node(kind, name, fn, ins, tuple(self._new(r) for r in produced),
-                               seconds))
+                               seconds, detail))
         return result
 
     def collective(self, collective, local, out, seconds: float) -> None:
