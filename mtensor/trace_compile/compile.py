@@ -19,6 +19,8 @@ import functools
 import numpy as np
 
 from ..autodiff import tape
+from ..debug.explain import Explanation
+from ..debug.trace_export import export_trace
 from ..dispatch import _const_key
 from ..dtensor import DTensor
 from ..overlap.bucketing import plan_buckets
@@ -94,12 +96,10 @@ class Compiled:
     def export_trace(self, path) -> None:
         """Write the latest replay's compute and collective spans of every rank as one
         Chrome trace / Perfetto JSON file (a collective: every rank must call it)."""
-        from ..debug.trace_export import export_trace
         export_trace(self.traced, path)
 
-    def explain(self):
-        """The buckets of the latest signature and the predicted hidden fraction."""
-        from ..debug.explain import Explanation
+    def explain(self) -> Explanation:
+        """The comm bill of the latest call's signature (see ``mt.explain``)."""
         return Explanation(self.traced)
 
     def __call__(self, *args, **kwargs):
