@@ -1,0 +1,23 @@
+"""The network test bed as a user runs it, at tiny sizes in one launch; where namespaces
+cannot be made (no root, no iproute2, no privilege) it skips with the bed's own reason."""
+import subprocess
+import sys
+
+import pytest
+
+from test_mpi_suites import ROOT
+
+
+def test_netbed_runs_or_says_why_not(tmp_path):
+    out = tmp_path / "RESULTS.md"
+    proc = subprocess.run(
+        [sys.executable, "benchmarks/netbed/run.py", "--reps", "2", "--caps", "1", "--layers",
+         "2", "--d", "128", "--batch", "64", "--no-async", "--timeout", "120", "--trace",
+         str(tmp_path / "trace.json"), "--out", str(out)],
+        cwd=ROOT, capture_output=True, text=True, timeout=300)
+    if proc.stdout.startswith("skipped:"):
+        pytest.skip(proc.stdout.strip())
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    text = out.read_text()
+    assert "| bucket cap MB |" in text and "hidden compiled" in text
+    assert (tmp_path / "trace.json").exists()
