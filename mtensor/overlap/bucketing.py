@@ -4,7 +4,8 @@ XLA's combiner and Inductor's bucketing do in a compiler.
 
 A collective joins the open bucket of its key only if nothing since the bucket's first member
 read a member's result: the fused call runs once every member's input exists, so an earlier
-reader would wait on a later input.  Sizes are the largest block's (``bucket_bytes``), the
+reader would wait on a later input.  An in-place effect (an optimizer update) closes every
+open bucket, since a member before it and one after it would read different versions.  Sizes are the largest block's (``bucket_bytes``), the
 same on every rank, and buckets are ordered by their last member; so every rank forms the
 same buckets in the same order.
 """
@@ -37,6 +38,9 @@ def plan_buckets(nodes: Sequence, cap_bytes: int, first_cap_bytes: int) -> List[
     open_buckets: dict = {}   # key -> _Open
     done: List[List[int]] = []
     for i, node in enumerate(nodes):
+        if node.kind == "effect":          # it may write a member's input: no bucket spans it
+            done.extend(b.members for b in open_buckets.values())
+            open_buckets.clear()
         if node.kind != "collective":
             continue
         c = node.fn

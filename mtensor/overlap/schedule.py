@@ -1,7 +1,8 @@
 """Scheduling pass: when each bucket's collective starts and where the replay waits for it.
 
 - Start as early as the inputs allow (right after the node that makes the last one), but
-  never before the previous bucket started: every rank starts collectives in one order.
+  never before the previous bucket started (every rank starts collectives in one order) nor
+  before an in-place effect that precedes it (the effect may write its input).
 - Wait at the first node that reads a result; an in-place effect (an optimizer step) waits
   for everything in flight first, since it may write a buffer a collective still reads.
 - Cap the bytes in flight: the oldest collective is waited for before a new one would pass it.
@@ -23,11 +24,12 @@ def plan_schedule(nodes: Sequence, buckets: Sequence[Tuple[int, ...]], overlap: 
     ins = [sorted({s for m in b for s in nodes[m].ins}) for b in buckets]
     outs = [{s for m in b for s in nodes[m].outs} for b in buckets]
     size = [sum(nodes[m].fn.bucket_bytes for m in b) for b in buckets]
+    updated_before = _last_effect_before(nodes)
     starts_after: dict = {}
     earliest = -1
     for k, b in enumerate(buckets):
         ready = max((producer.get(s, -1) for s in ins[k]), default=-1)
-        earliest = max(earliest, ready)
+        earliest = max(earliest, ready, updated_before[b[-1]])
         starts_after.setdefault(earliest, []).append(k)
 
     program: List[Tuple[str, int]] = []
@@ -66,6 +68,17 @@ def plan_schedule(nodes: Sequence, buckets: Sequence[Tuple[int, ...]], overlap: 
     while inflight:
         wait(inflight[0])
     return _blocking_where_nothing_overlaps(program, overlap)
+
+
+def _last_effect_before(nodes):
+    """Per node, the index of the last in-place effect before it (-1: none).  A collective
+    never starts before such an update: its input may be the array the update writes."""
+    out, last = [], -1
+    for i, node in enumerate(nodes):
+        out.append(last)
+        if node.kind == "effect":
+            last = i
+    return out
 
 
 def _blocking_where_nothing_overlaps(program, overlap: bool):

@@ -88,6 +88,25 @@ def test_compiled_adam_advances_its_step_count(mesh):
 
 
 @pytest.mark.mpi
+def test_a_collective_after_an_update_sees_the_updated_values(mesh):
+    """sgd writes p in place, then p is gathered: the gather must not start early."""
+    shard = [Shard(0)] + [R] * (mesh.ndim - 1)
+    rng = np.random.default_rng(7)
+    arrays = [rng.standard_normal((9, 4)) for _ in range(2)]
+
+    def step(p, g):
+        mt.optim.sgd([p], [g], 0.5)
+        return p.redistribute(mesh, [R] * mesh.ndim)
+
+    eager = [mt.distribute_tensor(a, mesh, shard) for a in arrays]
+    compiled = [mt.distribute_tensor(a, mesh, shard) for a in arrays]
+    fn = mt.compile(step)
+    for _ in range(3):
+        want, got = step(*eager).to_local(), fn(*compiled).to_local()
+        assert_all_ranks(np.array_equal(want, got), "the gather read the parameter's old value")
+
+
+@pytest.mark.mpi
 def test_many_small_gradients_become_one_collective():
     mesh = mt.init_device_mesh((WORLD.size,))
     rng = np.random.default_rng(2)

@@ -116,6 +116,19 @@ def test_effects_wait_for_everything_in_flight():
     assert program.index(("wait", 0)) < program.index(("compute", 2))
 
 
+def test_collectives_after_an_update_start_after_it_and_buckets_do_not_span_it():
+    """sgd(p) then gather(p): the gather reads the array the update writes in place."""
+    g = G()
+    before = g.collective(0)           # reads p before the update
+    g.effect(0)                        # p -= lr * grad, in place
+    after = g.collective(0)            # reads p after it
+    g.compute(before, after)
+    buckets = plan_buckets(g.nodes, 1 << 30, 1 << 30)
+    assert buckets == [(0,), (2,)]
+    program = plan_schedule(g.nodes, buckets, True, 1 << 30)
+    assert program.index(("compute", 1)) < program.index(("run", 1))
+
+
 def test_bytes_in_flight_are_capped():
     g = G()
     outs = [g.collective(g.compute(0), nbytes=KIB) for _ in range(3)]
@@ -146,12 +159,16 @@ def graphs(draw):
 @given(graphs())
 def test_every_schedule_is_valid(case):
     """Every value exists before it is read, buckets start in one order and each is
-    finished once, effects run with nothing in flight, and every node runs once."""
+    finished once, effects run with nothing in flight, no collective starts before an
+    effect that precedes it nor shares a bucket across one, and every node runs once."""
     nodes, cap, overlap = case
     buckets = plan_buckets(nodes, cap, cap)
     program = plan_schedule(nodes, buckets, overlap, 4 * cap)
     member = {m: k for k, b in enumerate(buckets) for m in b}
     assert sorted(member) == [i for i, n in enumerate(nodes) if n.kind == "collective"]
+    effects = [i for i, n in enumerate(nodes) if n.kind == "effect"]
+    for b in buckets:
+        assert all((b[0] < e) == (b[-1] < e) for e in effects), (b, effects)
     ready = {s for n in nodes for s in n.ins} - {s for n in nodes for s in n.outs}
     started, inflight, computed = [], set(), []
     for what, k in program:
@@ -164,6 +181,7 @@ def test_every_schedule_is_valid(case):
             continue
         if what in ("start", "run"):
             assert {s for m in buckets[k] for s in nodes[m].ins} <= ready
+            assert all(e in computed for e in effects if e < buckets[k][-1])
             started.append(k)
         if what == "start":
             inflight.add(k)
