@@ -13,11 +13,11 @@ from ..redistribute.cost import get_cost_model
 
 
 def _size(nbytes: float) -> str:
-    for unit in ("B", "KiB", "MiB"):
-        if nbytes < 1024 or unit == "MiB":
-            return f"{nbytes:.0f} {unit}" if unit == "B" else f"{nbytes:.1f} {unit}"
-        nbytes /= 1024
-    return ""
+    if nbytes < 1024:
+        return f"{nbytes:.0f} B"
+    if nbytes < 1 << 20:
+        return f"{nbytes / 1024:.1f} KiB"
+    return f"{nbytes / (1 << 20):.1f} MiB"
 
 
 def _consumers(nodes) -> dict:
