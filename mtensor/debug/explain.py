@@ -9,6 +9,7 @@ while tracing: hidden = min(comm, compute) per bucket, summed, over all communic
 """
 from __future__ import annotations
 
+from ..overlap.bucketing import first_readers
 from ..redistribute.cost import get_cost_model
 
 
@@ -23,10 +24,7 @@ def _size(nbytes: float) -> str:
 def _consumers(nodes) -> dict:
     """{index of the op that needs it (None: the result): [collective nodes]}: a collective is
     listed under the first op that reads its result, through chains of collectives."""
-    reader = {}
-    for i, node in reversed(list(enumerate(nodes))):
-        for s in node.ins:
-            reader[s] = i
+    reader = first_readers(nodes)
     out = {}
     for node in nodes:
         if node.kind != "collective":

@@ -5,9 +5,9 @@ XLA's combiner and Inductor's bucketing do in a compiler.
 A collective joins the open bucket of its key only if nothing since the bucket's first member
 read a member's result: the fused call runs once every member's input exists, so an earlier
 reader would wait on a later input.  An in-place effect (an optimizer update) closes every
-open bucket, since a member before it and one after it would read different versions.  Sizes are the largest block's (``bucket_bytes``), the
-same on every rank, and buckets are ordered by their last member; so every rank forms the
-same buckets in the same order.
+open bucket, since a member before it and one after it would read different versions.
+Sizes are the largest block's (``bucket_bytes``), the same on every rank, and buckets are
+ordered by their last member; so every rank forms the same buckets in the same order.
 """
 from __future__ import annotations
 

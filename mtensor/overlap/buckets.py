@@ -30,8 +30,7 @@ class Bucket:
         if not self.fused:
             self.counts, self.recv_shape = first.counts, first.recv_shape
         elif self.kind == "all_reduce":
-            self.sizes = [math.prod(m.recv_shape) for m in members]
-            self.offsets = np.cumsum([0] + self.sizes).tolist()
+            self.offsets = np.cumsum([0] + [math.prod(m.recv_shape) for m in members]).tolist()
             self.counts, self.recv_shape = None, (self.offsets[-1],)
         else:
             self._segments(members)
