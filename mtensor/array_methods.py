@@ -11,6 +11,7 @@ import numpy as np
 
 from . import numpy_api as api
 from . import numpy_shapes as shapes
+from . import writes
 from .dispatch import dispatch
 
 _BINARY = {
@@ -25,6 +26,10 @@ _UNARY = {"neg": "negative", "pos": "positive", "abs": "absolute", "invert": "in
 
 def _binary(op):
     return lambda self, other: dispatch(op, (self, other))
+
+
+def _inplace(op):
+    return lambda self, other: writes.inplace(op, self, other)
 
 
 def _reflected(op):
@@ -69,6 +74,9 @@ METHODS = {
     "__matmul__": lambda self, other: api.matmul(self, other),
     "__rmatmul__": lambda self, other: api.matmul(other, self),
     "__getitem__": shapes.getitem,
+    "__setitem__": writes.setitem,
+    "__imatmul__": writes.inplace_matmul,
+    "fill": lambda self, value: writes.assign(self, writes.WHOLE, value),
     "__len__": lambda self: self.shape[0] if self.shape else _unsized(),
     "__iter__": lambda self: (self[i] for i in range(len(self))),
     "__divmod__": lambda self, other: dispatch("divmod", (self, other)),
@@ -105,6 +113,7 @@ def install(cls) -> None:
     for name, op in _BINARY.items():
         setattr(cls, f"__{name}__", _binary(op))
         setattr(cls, f"__r{name}__", _reflected(op))
+        setattr(cls, f"__i{name}__", _inplace(op))
     for name, op in _COMPARE.items():
         setattr(cls, f"__{name}__", _binary(op))
     for name, op in _UNARY.items():

@@ -13,6 +13,7 @@ import cmath
 
 import numpy as np
 
+from . import views
 from .autodiff import tape
 from .comm import guard
 from .dtensor import DTensor, _redistribution
@@ -28,8 +29,8 @@ _SCALARS = (int, float, complex, bool)
 class Decision:
     """A cached strategy bound to this rank: what to run for one op signature."""
 
-    __slots__ = ("prepare", "in_specs", "direct", "kernel", "mesh", "placements", "shape",
-                 "nout", "specs", "cost")
+    __slots__ = ("prepare", "in_specs", "direct", "kernel", "into", "mesh", "placements",
+                 "shape", "nout", "specs", "cost")
 
     def out_spec(self, dtype) -> DTensorSpec:
         spec = self.specs.get(dtype)
@@ -60,33 +61,34 @@ def _const_key(value):
     return "const", value.shape, value.dtype, _finite_nonzero(value)
 
 
-def decision_for(name: str, operands, params=()) -> "Decision":
-    """The cached decision for a call, deciding it on the first call of its signature."""
+def decision_for(name: str, operands, params=(), into=None) -> "Decision":
+    """The cached decision for a call, deciding it on the first call of its signature.
+    ``into``: placements the output must have (an ``out=`` or in-place target); then None
+    when no strategy produces them."""
     if _model[0] is not _current_model[0]:
         _decisions.clear()
         _model[0] = _current_model[0]
-    key = (name, params, *[o._spec if type(o) is DTensor else _const_key(o) for o in operands])
-    decision = _decisions.get(key)
-    if decision is None:
-        decision = _decisions[key] = _decide(name, operands, params)
-    return decision
+    key = (name, params, into,
+           *[o._spec if type(o) is DTensor else _const_key(o) for o in operands])
+    try:
+        return _decisions[key]
+    except KeyError:
+        decision = _decisions[key] = _decide(name, operands, params, into)
+        return decision
 
 
-def dispatch(name: str, operands, params=()):
-    """Run op ``name`` on ``operands`` (DTensors, scalars, arrays) with hashable ``params``."""
-    decision = decision_for(name, operands, params)
+def dispatch(name: str, operands, params=(), cache: bool = True):
+    """Run op ``name`` on ``operands`` (DTensors, scalars, arrays) with ``params``, hashable
+    unless ``cache`` is False (index arrays: decided anew on each call)."""
+    if views.state.detached:
+        _sync(operands)
+    decision = decision_for(name, operands, params) if cache else _decide(name, operands,
+                                                                          params)
     if decision.direct and tracing.tracer is None:
         blocks = None
         result = decision.kernel(*[o._local for o in operands])
     else:
-        guard.state.op = name
-        reuse = tape.state.reuse
-        blocks = [
-            (o._local if type(o) is DTensor else o) if run is None
-            else _prepared(o, run, spec, reuse) if reuse is not None
-            else run(o._local if type(o) is DTensor else o)
-            for o, run, spec in zip(operands, decision.prepare, decision.in_specs)
-        ]
+        blocks = _blocks(name, operands, decision)
         if tracing.tracer is None:
             result = decision.kernel(*blocks)
         else:
@@ -101,6 +103,43 @@ def dispatch(name: str, operands, params=()):
     if tape.state.recording:
         tape.record(name, operands, params, out, _as_used(operands, decision, blocks))
     return out
+
+
+def dispatch_into(name: str, operands, params, target) -> bool:
+    """Run op ``name`` writing its result into ``target``'s block, in ``target``'s layout
+    (numpy's ``out=``, the in-place operators).  False, having done nothing, when no
+    strategy of the op produces that layout or the op cannot write into a block: the caller
+    then computes the result and assigns it."""
+    if views.state.detached:
+        _sync(operands + (target,))
+    decision = decision_for(name, operands, params, target._spec.placements)
+    if decision is None or decision.into is None or decision.shape != target._spec.shape:
+        return False
+    blocks = _blocks(name, operands, decision) + [target._local]
+    if tracing.tracer is None:
+        decision.into(*blocks)
+    else:
+        tracing.tracer.call(name, decision.into, blocks, 0, "effect",
+                            _strategy(decision, operands))
+    return True
+
+
+def _sync(operands) -> None:
+    for o in operands:
+        if type(o) is DTensor and o._view is not None:
+            views.sync(o)
+
+
+def _blocks(name, operands, decision) -> list:
+    """Each operand's block as the decision wants it (redistributed where needed)."""
+    guard.state.op = name
+    reuse = tape.state.reuse
+    return [
+        (o._local if type(o) is DTensor else o) if run is None
+        else _prepared(o, run, spec, reuse) if reuse is not None
+        else run(o._local if type(o) is DTensor else o)
+        for o, run, spec in zip(operands, decision.prepare, decision.in_specs)
+    ]
 
 
 def _strategy(decision: Decision, operands) -> str:
@@ -147,7 +186,7 @@ def _operand(value) -> Operand:
     return Operand(value.shape, value.dtype, None, safe=_finite_nonzero(value))
 
 
-def _decide(name: str, operands, params) -> Decision:
+def _decide(name: str, operands, params, into=None) -> Decision:
     tensors = [o for o in operands if type(o) is DTensor]
     if not tensors:
         raise TypeError(f"{name}: no operand is a DTensor; call numpy directly")
@@ -161,7 +200,10 @@ def _decide(name: str, operands, params) -> Decision:
     call = OpCall(name, tuple(_operand(o) for o in operands), params, mesh.shape)
     strategy = rule(call)
     model = cost.get_cost_model()
-    in_layouts, out_layout, predicted = choose(call, strategy.choices, model)
+    chosen = choose(call, strategy.choices, model, into)
+    if chosen is None:
+        return None
+    in_layouts, out_layout, predicted = chosen
     d = Decision()
     prepared = [_preparer(o, layout, mesh, model) for o, layout in zip(operands, in_layouts)]
     d.prepare = tuple(run for run, _ in prepared)
@@ -169,6 +211,7 @@ def _decide(name: str, operands, params) -> Decision:
     # every operand a DTensor already laid out as wanted: the common, fastest case
     d.direct = all(type(o) is DTensor and p is None for o, p in zip(operands, d.prepare))
     d.kernel = strategy.bind(in_layouts, out_layout, mesh)
+    d.into = strategy.into
     d.mesh, d.placements, d.shape, d.nout = mesh, out_layout, strategy.out_shape, strategy.nout
     d.specs, d.cost = {}, predicted
     return d

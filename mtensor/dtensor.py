@@ -13,7 +13,7 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from . import comm
+from . import comm, views
 from .autodiff import tape
 from .comm import guard
 from .debug.comm_mode import record
@@ -43,11 +43,15 @@ from .spec import (
 class DTensor:
     """A tensor distributed over a DeviceMesh.  ``shape`` is the global shape."""
 
-    __slots__ = ("_local", "_spec")
+    # _view: how this tensor views another (views.View) or None; _version: bumped by every
+    # write to this tensor's block, so views of it know when they are stale.
+    __slots__ = ("_local", "_spec", "_view", "_version")
 
     def __init__(self, local: np.ndarray, spec: DTensorSpec):
         self._local = local
         self._spec = spec
+        self._view = None
+        self._version = 0
 
     @property
     def placements(self):
@@ -81,6 +85,8 @@ class DTensor:
     def to_local(self) -> np.ndarray:
         """This rank's block (no communication)."""
         tracing.refuse("to_local()")
+        if self._view is not None:
+            views.sync(self)
         return self._local
 
     def full_tensor(self) -> np.ndarray:
@@ -110,6 +116,8 @@ class DTensor:
 
     def _redistribute(self, placements) -> "DTensor":
         """Redistribute to any validated placements, Partial included (ops need that)."""
+        if self._view is not None:
+            views.sync(self)
         spec = self._spec
         if placements == spec.placements:
             return self

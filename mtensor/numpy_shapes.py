@@ -1,11 +1,34 @@
 """numpy's shape functions on DTensors (reshape, transpose, joins, indexing, ``*_like``),
-registered in the same table as :mod:`numpy_api`."""
+registered in the same table as :mod:`numpy_api`.
+
+Where numpy returns a view (basic indexing, transpose, reshape, ...), so does mtensor: the
+result is linked to its base (:mod:`views`), and writes to either show in both."""
 from __future__ import annotations
 
 import numpy as np
 
+from . import dispatch as _dispatch
+from . import views
 from .numpy_api import _run, implements, refuse
-from .ops.indexing import normalize_key
+from .ops.index_plan import is_advanced, normalize_index
+from .placement import Partial
+from .writes import WHOLE, assign, host_key
+
+
+def _as_view(out, a, name, params, put_back, key=None):
+    """Link ``out`` (op ``name`` of ``a``) to ``a`` as a view.  Attached (its block a numpy
+    view of ``a``'s) when the op ran on ``a``'s block as it was and made no partial terms of
+    a split dim: decided from the layouts alone, so alike on every rank."""
+    decision = _dispatch.decision_for(name, (a,), params)
+    made_terms = any(isinstance(q, Partial) and not isinstance(p, Partial)
+                     for p, q in zip(a.placements, out.placements))
+    attached = decision.prepare[0] is None and not made_terms
+    views.link(out, a, lambda parent: _run(name, (parent,), params), put_back, attached, key)
+    return out
+
+
+def _reshaped_back(parent, view):
+    assign(parent, WHOLE, _run("reshape", (view,), (parent.shape,)))
 
 
 def _shape_arg(shape):
@@ -19,7 +42,8 @@ def reshape(a, shape=None, order="C", *, newshape=None, copy=None):
     shape = newshape if shape is None else shape
     if order != "C":
         raise TypeError(f"reshape: order={order!r} is not supported on DTensors; use 'C'")
-    return _run("reshape", (a,), (_shape_arg(shape),))
+    params = (_shape_arg(shape),)
+    return _as_view(_run("reshape", (a,), params), a, "reshape", params, _reshaped_back)
 
 
 @implements(np.ravel)
@@ -29,7 +53,14 @@ def ravel(a, order="C"):
 
 @implements(np.transpose)
 def transpose(a, axes=None):
-    return _run("transpose", (a,), (None if axes is None else _shape_arg(axes),))
+    params = (None if axes is None else _shape_arg(axes),)
+    return _as_view(_run("transpose", (a,), params), a, "transpose", params,
+                    lambda parent, view: assign(parent, WHOLE, _transposed_back(view, axes)))
+
+
+def _transposed_back(view, axes):
+    order = range(view.ndim)[::-1] if axes is None else [int(i) % view.ndim for i in axes]
+    return _run("transpose", (view,), (tuple(int(i) for i in np.argsort(order)),))
 
 
 @implements(np.swapaxes)
@@ -57,12 +88,14 @@ def moveaxis(a, source, destination):
 
 @implements(np.expand_dims)
 def expand_dims(a, axis):
-    return _run("expand_dims", (a,), (_shape_arg(axis) if np.ndim(axis) else int(axis),))
+    params = (_shape_arg(axis) if np.ndim(axis) else int(axis),)
+    return _as_view(_run("expand_dims", (a,), params), a, "expand_dims", params, _reshaped_back)
 
 
 @implements(np.squeeze)
 def squeeze(a, axis=None):
-    return _run("squeeze", (a,), (None if axis is None else _shape_arg(axis),))
+    params = (None if axis is None else _shape_arg(axis),)
+    return _as_view(_run("squeeze", (a,), params), a, "squeeze", params, _reshaped_back)
 
 
 @implements(np.broadcast_to)
@@ -86,7 +119,14 @@ def stack(arrays, axis=0, out=None, dtype=None, casting=None):
 
 
 def getitem(a, key):
-    return _run("getitem", (a,), (normalize_key(key, a.shape),))
+    """``a[key]``: a view for basic keys (ints, slices, None, ...), a copy for array keys,
+    as in numpy.  DTensors in the key are gathered (every rank needs the whole index)."""
+    entries = normalize_index(host_key(key), a.shape)
+    if is_advanced(entries):
+        return _dispatch.dispatch("getitem_advanced", (a,), (entries,), cache=False)
+    params = (entries,)
+    return _as_view(_run("getitem", (a,), params), a, "getitem", params,
+                    lambda parent, view: assign(parent, entries, view), entries)
 
 
 @implements(np.shape)

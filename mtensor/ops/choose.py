@@ -37,17 +37,23 @@ def _price(call: OpCall, mesh_dim: int, choice: Choice, model) -> Tuple[float, i
     return cost, moved
 
 
-def choose(call: OpCall, choices, model) -> Tuple[Tuple[Layout, ...], Layout, float]:
-    """(placements wanted for each operand, output placements, predicted seconds)."""
+def choose(call: OpCall, choices, model, into=None):
+    """(placements wanted for each operand, output placements, predicted seconds).
+    ``into``: the output placements required (an out= target); None when no choice gives
+    them."""
     wanted: List[list] = [[] for _ in call.operands]
     output, total = [], 0.0
     for mesh_dim in range(len(call.mesh_shape)):
         best, best_cost = None, (math.inf, 0)
         for choice in choices:
+            if into is not None and choice.output != into[mesh_dim]:
+                continue
             cost = _price(call, mesh_dim, choice, model)
             if cost < best_cost:
                 best, best_cost = choice, cost
         if best is None:
+            if into is not None:
+                return None
             raise call.error("no strategy fits these operands",
                              "redistribute the operands to Replicate() first")
         for j, want in enumerate(best.inputs):

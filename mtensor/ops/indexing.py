@@ -1,4 +1,4 @@
-"""Basic indexing: ints, slices (any step), None and ``...`` on any dim.
+"""Indexing: ints, slices (any step), None, ``...`` and integer arrays on any dim.
 
 A dim taken whole keeps its split.  A dim that is sliced or indexed is either gathered first
 (Replicate) or, for numeric dtypes, left split: each rank writes the part of the result that
@@ -11,127 +11,49 @@ from __future__ import annotations
 import numpy as np
 
 from ..placement import Partial, Shard, local_bounds, local_shape
+from .index_plan import block_plan, is_whole, plain_key, region_index, region_layout
 from .registry import Choice, OpCall, Strategy, register, replicated, shard_along
 from .views import dim_map_choices
 
 
-def normalize_key(key, shape):
-    """``x[key]`` as a hashable tuple: ("i", index), ("s", start, stop, step) per dim, ("n",)
-    for each None.  Raises IndexError (alike on every rank) for a bad key."""
-    key = key if isinstance(key, tuple) else (key,)
-    if any(not isinstance(k, (int, np.integer, slice, type(None), type(Ellipsis))) or
-           isinstance(k, bool) for k in key):
-        raise TypeError(f"getitem: index {key!r} uses advanced indexing (arrays, lists or "
-                        f"bools); DTensor supports ints, slices, None and ...; call "
-                        f"full_tensor() or to_local() for the rest")
-    used = sum(k is not None and k is not Ellipsis for k in key)
-    if used > len(shape) or sum(k is Ellipsis for k in key) > 1:
-        raise IndexError(f"getitem: index {key!r} has too many entries for shape {shape}")
-    if Ellipsis not in key:
-        key = key + (Ellipsis,)
-    at = key.index(Ellipsis)
-    key = key[:at] + (slice(None),) * (len(shape) - used) + key[at + 1:]
-    out, d = [], 0
-    for k in key:
-        if k is None:
-            out.append(("n",))
-            continue
-        size = shape[d]
-        if isinstance(k, slice):
-            out.append(("s",) + k.indices(size))
-        elif -size <= k < size:
-            out.append(("i", int(k) % size))
-        else:
-            raise IndexError(f"getitem: index {int(k)} is out of bounds for dim {d} of shape "
-                             f"{shape} (size {size})")
-        d += 1
-    return tuple(out)
+def _plain(entry):
+    return plain_key((entry,))[0]
 
 
-def _is_whole(entry, size) -> bool:
-    return entry[0] == "s" and entry[1:] == (0, size, 1)
-
-
-@register("getitem")
+@register("getitem", "getitem_advanced")
 def getitem_rule(call: OpCall) -> Strategy:
+    """``x[key]`` (basic keys are cached as ``getitem``; array keys, not hashable, run as
+    ``getitem_advanced`` and are decided per call)."""
     (key,) = call.params
     operand = call.operands[0]
-    out_shape, in_to_out, picked, d = [], [], [], 0
-    for entry in key:
-        if entry[0] == "n":
-            out_shape.append(1)
-            continue
-        whole = _is_whole(entry, operand.shape[d])
-        in_to_out.append(len(out_shape) if whole else None)
-        if not whole:
-            picked.append(d)
-        if entry[0] == "s":
-            out_shape.append(len(range(*entry[1:])))
-        d += 1
-    choices = dim_map_choices(in_to_out)
+    region, whole_to, _ = region_layout(key, operand.shape)
+    picked = [d for d, r in enumerate(whole_to) if r is None]
+    choices = dim_map_choices(whole_to)
     if operand.dtype.kind in "iufc":
         choices += [Choice((Shard(p),), Partial("sum")) for p in picked]
 
     def kernel_for(in_layouts, out_layout, mesh):
         bounds = local_bounds(operand.shape, mesh.shape, in_layouts[0], mesh.coordinate)
-        filled = [p for p in picked if bounds[p] != (0, operand.shape[p])]
-        if not filled:
-            plain = tuple(_plain(entry) for entry in key)
+        if all(bounds[p] == (0, operand.shape[p]) for p in picked):
+            plain = plain_key(key)
             return lambda a: a[plain]
-        mine = local_shape(tuple(out_shape), mesh.shape, out_layout, mesh.coordinate)
-        return _fill_kernel(key, bounds, operand.shape, mine)
+        mine = local_bounds(region, mesh.shape, out_layout, mesh.coordinate)
+        return _fill_kernel(block_plan(key, operand.shape, bounds), mine)
 
-    return Strategy(tuple(out_shape), choices, kernel_for=kernel_for)
-
-
-def _slice(start, stop, step) -> slice:
-    """A slice from normalized bounds: a negative stop (stepping down past 0) means None, and
-    an empty range stays empty (a negative start would count from the end)."""
-    if not len(range(start, stop, step)):
-        return slice(0, 0)
-    return slice(start, None if stop < 0 else stop, step)
+    return Strategy(region, choices, kernel_for=kernel_for)
 
 
-def _plain(entry):
-    if entry[0] == "n":
-        return None
-    return entry[1] if entry[0] == "i" else _slice(*entry[1:])
-
-
-def _fill_kernel(key, bounds, shape, out_shape):
+def _fill_kernel(plan, out_bounds):
     """This rank's terms: the part of ``x[key]`` inside its block, zeros elsewhere."""
-    src, dst, owned, d = [], [], True, 0
-    for entry in key:
-        if entry[0] == "n":
-            src.append(None)
-            dst.append(slice(None))
-            continue
-        lo, hi = bounds[d]
-        whole_here = (lo, hi) == (0, shape[d])
-        if entry[0] == "i":
-            owned &= lo <= entry[1] < hi
-            src.append(entry[1] - lo)
-        elif _is_whole(entry, shape[d]):
-            src.append(slice(None))
-            dst.append(slice(None))
-        elif whole_here:
-            src.append(_slice(*entry[1:]))
-            dst.append(slice(None))
-        else:
-            rows = np.arange(*entry[1:])
-            inside = np.nonzero((rows >= lo) & (rows < hi))[0]
-            k0, k1 = (inside[0], inside[-1] + 1) if len(inside) else (0, 0)
-            step = entry[3]
-            stop = rows[k1 - 1] - lo + step if len(inside) else 0
-            src.append(_slice(rows[k0] - lo if len(inside) else 0, stop, step))
-            dst.append(slice(k0, k1))
-        d += 1
-    src, dst = tuple(src), tuple(dst)
+    shape = tuple(hi - lo for lo, hi in out_bounds)
+    if plan is None:
+        return lambda a: np.zeros(shape, a.dtype)
+    src, region_key = plan
+    dst = region_index(region_key, [lo for lo, _ in out_bounds])
 
     def fill(a):
-        out = np.zeros(out_shape, a.dtype)
-        if owned:
-            out[dst] = a[src]
+        out = np.zeros(shape, a.dtype)
+        out[dst] = a[src]
         return out
     return fill
 
@@ -147,7 +69,7 @@ def index_put_rule(call: OpCall) -> Strategy:
             pos += 1
             continue
         d = len(in_to_out)
-        in_to_out.append(pos if _is_whole(entry, shape[d]) else None)
+        in_to_out.append(pos if is_whole(entry, shape[d]) else None)
         pos += entry[0] == "s"
     choices = [replicated(1)] + [shard_along([k], d) for d, k in enumerate(in_to_out)
                                  if k is not None]

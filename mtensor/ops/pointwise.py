@@ -114,6 +114,7 @@ def ufunc_rule(call: OpCall) -> Strategy:
     return Strategy(
         out_shape, pointwise_choices(call, out_shape, algebra),
         kernel=(lambda *a: ufunc(*a, **kwargs)) if kwargs else ufunc, nout=ufunc.nout,
+        into=(lambda *a: ufunc(*a[:-1], out=a[-1], **kwargs)) if ufunc.nout == 1 else None,
     )
 
 

@@ -86,6 +86,7 @@ class Strategy:
     kernel: Optional[Kernel] = None
     kernel_for: Optional[Callable] = None
     nout: int = 1
+    into: Optional[Kernel] = None   # the kernel writing into its last argument (out=)
 
     def bind(self, in_layouts, out_layout, mesh) -> Kernel:
         if self.kernel_for is not None:

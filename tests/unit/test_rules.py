@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mtensor.ops import RULES, OpCall, Operand, choose
-from mtensor.ops.indexing import normalize_key
+from mtensor.ops.index_plan import normalize_index as normalize_key
 from mtensor.placement import Partial, Replicate, Shard, local_shape, local_slices, mesh_coords
 from mtensor.redistribute.cost import CostModel
 

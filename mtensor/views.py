@@ -1,0 +1,91 @@
+"""Views that alias their base, as numpy's do: writing to either shows in both.
+
+Where a view's block is a numpy view of its base's block (a slice along a dim that is not
+split, a transpose, ``expand_dims``) the aliasing is numpy's own: the view is *attached* and
+shares its base's storage.  Where it cannot be (a slice across a split dim gathers or makes
+partial terms), the view is *detached*: it owns a block, and
+
+- a write to it (or to anything attached to it) is written through to its base
+  (``put_back``: the base's setitem at the view's key), and
+- a write to its base makes it stale: the next read recomputes it (``redo``).
+
+Staleness is tracked with a version per storage owner, bumped by every write; every rank
+writes in the same program order, so the versions, and with them every refresh and its
+collectives, agree across ranks.  A compiled replay cannot count its writes, so it advances
+``state.epoch`` and every detached view refreshes on its next read.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .trace_compile import record as tracing
+
+
+class View:
+    """How a DTensor views ``parent``: ``redo(parent)`` recomputes it, ``put_back(parent,
+    view)`` writes it into ``parent``; ``key`` is the index of a getitem view (else None);
+    ``seen`` is the parent storage's (epoch, version) the view's values were taken at."""
+
+    __slots__ = ("parent", "redo", "put_back", "attached", "key", "seen")
+
+    def __init__(self, parent, redo, put_back, attached: bool, key=None):
+        self.parent, self.redo, self.put_back, self.attached = parent, redo, put_back, attached
+        self.key = key
+        self.seen = _stamp(parent)
+
+
+class _State:
+    detached = False   # any detached view made so far: reads must check for staleness
+    epoch = 0          # advanced by a compiled replay, which writes without counting
+
+
+state = _State()
+
+
+def owner(x):
+    """The DTensor whose storage ``x``'s block lives in."""
+    while x._view is not None and x._view.attached:
+        x = x._view.parent
+    return x
+
+
+def _stamp(x):
+    return state.epoch, owner(x)._version
+
+
+def link(out, parent, redo, put_back, attached: bool, key=None) -> None:
+    """Make ``out`` a view of ``parent``."""
+    out._view = View(parent, redo, put_back, attached, key)
+    if not attached or owner(parent)._view is not None:
+        state.detached = True
+
+
+def sync(x) -> None:
+    """Bring ``x`` up to date with the bases it views (a collective where recomputing the
+    view needs one; every rank syncs at the same reads, so they agree)."""
+    o = owner(x)
+    view = o._view
+    if view is None:
+        return
+    sync(view.parent)
+    stamp = _stamp(view.parent)
+    if view.seen != stamp or tracing.state.tracer is not None:
+        fresh = view.redo(view.parent)
+        tracing.effect("refresh view", np.copyto, o._local, fresh._local)
+        view.seen = stamp
+        o._version += 1
+
+
+def wrote(x) -> None:
+    """``x``'s block was just written in place: count it, and write it through to its base."""
+    o = owner(x)
+    o._version += 1
+    view = o._view
+    if view is not None:
+        view.put_back(view.parent, o)
+        view.seen = _stamp(view.parent)
+
+
+def replayed() -> None:
+    """A compiled step wrote blocks without counting: every detached view refreshes."""
+    state.epoch += 1
