@@ -14,6 +14,7 @@ from .numpy_api import (
     all, any, argmax, argmin, astype, clip, copy, dot, einsum, matmul, max, mean, min, prod,
     std, sum, tensordot, var, where,
 )
+from . import numpy_writes as _numpy_writes  # noqa: F401  (registers copyto, put, ...)
 from .numpy_shapes import (
     broadcast_to, concatenate, expand_dims, moveaxis, ravel, reshape, squeeze, stack, swapaxes,
     transpose,

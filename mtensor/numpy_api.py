@@ -13,6 +13,8 @@ import math
 import numpy as np
 
 from . import dispatch as _dispatch
+from . import writes
+from .dtensor import DTensor
 from .placement import reduced
 
 HANDLED: dict = {}
@@ -53,14 +55,32 @@ _UFUNC_REDUCTIONS = {"add": "sum", "multiply": "prod", "maximum": "max", "minimu
                      "logical_or": "any", "logical_and": "all"}
 
 
+def _out(result, out, casting="unsafe"):
+    """numpy's ``out=`` (reductions and functions cast unsafely into it, as numpy does)."""
+    return result if out is None else writes.write_out(result, out, casting)
+
+
 def apply_ufunc(ufunc, method, inputs, kwargs):
-    """``__array_ufunc__``: elementwise calls, and ``reduce`` for the reductions above."""
+    """``__array_ufunc__``: elementwise calls (``out=`` included), ``reduce`` for the
+    reductions above, and ``at``."""
     if not kwargs and method == "__call__" and ufunc.signature is None:
         return _dispatch.dispatch(ufunc.__name__, inputs)
+    if method == "at":
+        return writes.ufunc_at(ufunc, *inputs)
     out = kwargs.pop("out", None)
+    if out is not None and builtins.all(o is None for o in out):
+        out = None
     where = kwargs.pop("where", True)
-    refuse(f"{ufunc.__name__}", out=None if out is None or builtins.all(o is None for o in out) else out,
-           where=None if where is True else where)
+    refuse(f"{ufunc.__name__}", where=None if where is True else where)
+    if out is not None:
+        casting = kwargs.pop("casting", "same_kind")
+        if (method == "__call__" and ufunc.nout == 1 and ufunc.signature is None
+                and type(out[0]) is DTensor and casting == "same_kind"):
+            if "dtype" in kwargs:
+                kwargs["dtype"] = _dtype(kwargs["dtype"])
+            return writes.call_into(ufunc.__name__, inputs, tuple(sorted(kwargs.items())),
+                                    out[0], ufunc)
+        return writes.write_out(apply_ufunc(ufunc, method, inputs, kwargs), out, casting)
     if method == "reduce" and ufunc.__name__ in _UFUNC_REDUCTIONS:
         axis = kwargs.pop("axis", 0)
         refuse(f"{ufunc.__name__}.reduce", **{k: v for k, v in kwargs.items()
@@ -93,17 +113,17 @@ def where(condition, x=None, y=None):
 @implements(np.clip)
 def clip(a, a_min=np._NoValue, a_max=np._NoValue, out=None, *, min=np._NoValue,
          max=np._NoValue, **kwargs):
-    refuse("clip", out=out, **kwargs)
+    refuse("clip", **kwargs)
     lo = min if a_min is np._NoValue else a_min
     hi = max if a_max is np._NoValue else a_max
     lo, hi = (None if v is np._NoValue else v for v in (lo, hi))
     if lo is None and hi is None:
         raise ValueError("clip: give a_min, a_max or both")
     if lo is None:
-        return _run("minimum", (a, hi))
+        return _out(_run("minimum", (a, hi)), out, "same_kind")
     if hi is None:
-        return _run("maximum", (a, lo))
-    return _run("clip", (a, lo, hi))
+        return _out(_run("maximum", (a, lo)), out, "same_kind")
+    return _out(_run("clip", (a, lo, hi)), out, "same_kind")
 
 
 @implements(np.copy)
@@ -119,12 +139,12 @@ def astype(a, dtype):
 
 def _reduction(name, with_dtype=True):
     def reduce(a, axis=None, dtype=None, out=None, keepdims=False, **kwargs):
-        refuse(name, out=out, **kwargs)
-        return _run(name, (a,), (_axis(axis), bool(keepdims), _dtype(dtype)))
+        refuse(name, **kwargs)
+        return _out(_run(name, (a,), (_axis(axis), bool(keepdims), _dtype(dtype))), out)
 
     def reduce_no_dtype(a, axis=None, out=None, keepdims=False, **kwargs):
-        refuse(name, out=out, **kwargs)
-        return _run(name, (a,), (_axis(axis), bool(keepdims), None))
+        refuse(name, **kwargs)
+        return _out(_run(name, (a,), (_axis(axis), bool(keepdims), None)), out)
 
     handler = reduce if with_dtype else reduce_no_dtype
     handler.__name__ = name
@@ -145,7 +165,7 @@ argmin = implements(np.argmin)(_reduction("argmin", with_dtype=False))
 @implements(np.var)
 def var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **kwargs):
     """numpy's two-pass variance from DTensor ops: mean, deviations, mean of squares."""
-    refuse("var", out=out, **kwargs)
+    refuse("var", **kwargs)
     axis = _axis(axis)
     deviation = a - mean(a, axis, dtype=dtype, keepdims=True)
     squares = np.square(np.abs(deviation)) if deviation.dtype.kind == "c" else np.square(deviation)
@@ -154,13 +174,13 @@ def var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **kwargs):
     total = sum(squares, axis, dtype=dtype, keepdims=keepdims)
     if count - ddof <= 0:  # numpy's inf/nan come from the whole sum, not from each term
         total = total.redistribute(placements=reduced(total.placements))
-    return total / builtins.max(count - ddof, 0)
+    return _out(total / builtins.max(count - ddof, 0), out)
 
 
 @implements(np.std)
 def std(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **kwargs):
-    refuse("std", out=out, **kwargs)
-    return np.sqrt(var(a, axis, dtype=dtype, ddof=ddof, keepdims=keepdims))
+    refuse("std", **kwargs)
+    return _out(np.sqrt(var(a, axis, dtype=dtype, ddof=ddof, keepdims=keepdims)), out)
 
 
 # --- contractions ------------------------------------------------------------------------
@@ -171,10 +191,9 @@ def matmul(a, b):
 
 @implements(np.dot)
 def dot(a, b, out=None):
-    refuse("dot", out=out)
     if np.ndim(a) == 0 or np.ndim(b) == 0:
-        return _run("multiply", (a, b))
-    return _run("dot", (a, b))
+        return _out(_run("multiply", (a, b)), out, "same_kind")
+    return _out(_run("dot", (a, b)), out, "same_kind")
 
 
 @implements(np.tensordot)
@@ -189,7 +208,7 @@ def tensordot(a, b, axes=2):
 
 @implements(np.einsum)
 def einsum(subscripts, *operands, out=None, optimize=False, **kwargs):
-    refuse("einsum", out=out, **kwargs)
+    refuse("einsum", **kwargs)
     if not isinstance(subscripts, str):
         raise TypeError("einsum: give the subscripts as a string ('ij,jk->ik')")
-    return _run("einsum", operands, (subscripts,))
+    return _out(_run("einsum", operands, (subscripts,)), out, "same_kind")

@@ -9,7 +9,7 @@ import numpy as np
 
 from . import dispatch as _dispatch
 from . import views
-from .numpy_api import _run, implements, refuse
+from .numpy_api import _out, _run, implements, refuse
 from .ops.index_plan import is_advanced, normalize_index
 from .placement import Partial
 from .writes import WHOLE, assign, host_key
@@ -105,17 +105,17 @@ def broadcast_to(array, shape, subok=False):
 
 @implements(np.concatenate)
 def concatenate(arrays, axis=0, out=None, dtype=None, casting=None):
-    refuse("concatenate", out=out, dtype=dtype, casting=casting)
+    refuse("concatenate", dtype=dtype, casting=casting)
     if axis is None:
         return concatenate([ravel(a) if hasattr(a, "placements") else np.ravel(a)
-                            for a in arrays])
-    return _run("concatenate", tuple(arrays), (int(axis),))
+                            for a in arrays], out=out)
+    return _out(_run("concatenate", tuple(arrays), (int(axis),)), out, "same_kind")
 
 
 @implements(np.stack)
 def stack(arrays, axis=0, out=None, dtype=None, casting=None):
-    refuse("stack", out=out, dtype=dtype, casting=casting)
-    return _run("stack", tuple(arrays), (int(axis),))
+    refuse("stack", dtype=dtype, casting=casting)
+    return _out(_run("stack", tuple(arrays), (int(axis),)), out, "same_kind")
 
 
 def getitem(a, key):

@@ -11,8 +11,8 @@ partial terms), the view is *detached*: it owns a block, and
 
 Staleness is tracked with a version per storage owner, bumped by every write; every rank
 writes in the same program order, so the versions, and with them every refresh and its
-collectives, agree across ranks.  A compiled replay cannot count its writes, so it advances
-``state.epoch`` and every detached view refreshes on its next read.
+collectives, agree across ranks.  A compiled replay cannot count its writes, so it starts a
+new epoch and every detached view refreshes on its next read.
 """
 from __future__ import annotations
 
@@ -69,7 +69,7 @@ def sync(x) -> None:
         return
     sync(view.parent)
     stamp = _stamp(view.parent)
-    if view.seen != stamp or tracing.state.tracer is not None:
+    if view.seen != stamp:
         fresh = view.redo(view.parent)
         tracing.effect("refresh view", np.copyto, o._local, fresh._local)
         view.seen = stamp
@@ -86,6 +86,8 @@ def wrote(x) -> None:
         view.seen = _stamp(view.parent)
 
 
-def replayed() -> None:
-    """A compiled step wrote blocks without counting: every detached view refreshes."""
+def new_epoch() -> None:
+    """Every detached view refreshes at its next read: after a compiled replay (which writes
+    blocks without counting), and when a trace starts (so the trace records the refresh of
+    each view made before it, and its replays repeat it)."""
     state.epoch += 1

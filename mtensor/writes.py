@@ -35,13 +35,13 @@ from .trace_compile import record as tracing
 _KINDS = "biufc"   # numpy's order of kinds for same_kind casting of Python scalars
 
 
-def check_write(op: str, target, value=None) -> None:
+def check_write(op: str, target, *values) -> None:
     """Inside ``value_and_grad`` a write may not touch what the gradient needs (as PyTorch's
     and JAX's autograd refuse): a parameter-dependent target or value, or a tensor an op
     recorded for the backward pass."""
     if not tape.state.recording:
         return
-    if tape.is_tracked(target) or tape.is_tracked(value) or _saved(target):
+    if tape.is_tracked(target) or any(tape.is_tracked(v) for v in values) or _saved(target):
         raise TypeError(f"value_and_grad: {op} writes in place into a DTensor the gradient "
                         f"depends on; write y = x + v instead of x += v (or x[key] = v) "
                         f"inside the differentiated function")
@@ -55,15 +55,57 @@ def _saved(target) -> bool:
 
 def inplace(name: str, target: DTensor, other):
     """``target <op>= other`` (``__iadd__`` and the rest): same object, same layout."""
-    check_write(f"{name} (in place)", target, other)
-    if not dispatch_into(name, (target, other), (), target):
-        assign(target, WHOLE, dispatch(name, (target, other)), "same_kind", name)
+    return call_into(name, (target, other), (), target)
+
+
+def call_into(name: str, operands, params, target: DTensor, fn=None):
+    """Op ``name`` (numpy's ``fn``) of ``operands`` written into ``target`` with numpy's
+    ``same_kind`` casting: straight into its block where a strategy yields its layout,
+    else computed and assigned."""
+    check_write(f"{name} (in place)", target, *operands[1:] if operands[0] is target
+                else operands)
+    if not any(type(o) is DTensor for o in operands):
+        assign(target, WHOLE, fn(*operands, **dict(params)), "same_kind", name)
+    elif not dispatch_into(name, operands, params, target):
+        assign(target, WHOLE, dispatch(name, operands, params), "same_kind", name)
         return target
     if target._view is None:
         target._version += 1
     else:
         views.wrote(target)
     return target
+
+
+def write_out(result, out, casting: str = "same_kind"):
+    """numpy's ``out=`` for a computed result: a DTensor ``out`` is written in its own
+    layout, a numpy one receives the whole result on every rank (a gather, as
+    ``np.asarray``).  Returns ``out`` as numpy does (a tuple for several outputs)."""
+    outs = out if isinstance(out, tuple) else (out,)
+    results = result if isinstance(result, tuple) else (result,)
+    if len(outs) != len(results):
+        raise ValueError(f"out=: {len(outs)} arrays given for {len(results)} results")
+    for o, r in zip(outs, results):
+        if type(o) is DTensor:
+            check_write("out=", o, r)
+            assign(o, WHOLE, r, casting, "out=")
+        else:
+            np.copyto(o, np.asarray(r), casting=casting)
+    return outs[0] if len(outs) == 1 else outs
+
+
+def ufunc_at(ufunc, target, indices, values=None):
+    """``ufunc.at(target, indices, values)``: unbuffered, so a repeated index applies once
+    per repeat; each rank applies the indices that fall in its block."""
+    check_write(f"{ufunc.__name__}.at", target, values)
+    if type(target) is not DTensor:
+        raise TypeError(f"{ufunc.__name__}.at: the target must be the DTensor; got "
+                        f"{type(target).__name__}")
+    if any(isinstance(p, Partial) for p in target.placements):
+        raise TypeError(f"{ufunc.__name__}.at: target placements {_fmt(target.placements)} "
+                        f"hold partial terms, which {ufunc.__name__}.at cannot update one "
+                        f"by one; redistribute the target to Replicate() or Shard(dim) first")
+    entries = normalize_index(host_key(indices), target.shape, f"{ufunc.__name__}.at")
+    assign(target, entries, values, op=f"{ufunc.__name__}.at", at=ufunc)
 
 
 def inplace_matmul(target: DTensor, other):
@@ -131,13 +173,15 @@ def _put_mask(block, mask, value):
     block[mask] = value
 
 
-def assign(target: DTensor, entries, value, casting=None, op: str = "setitem") -> None:
+def assign(target: DTensor, entries, value, casting=None, op: str = "setitem",
+           at=None) -> None:
     """Write ``value`` into ``target[entries]`` in ``target``'s layout; ``casting`` checks the
-    value's dtype as numpy's out= and ``copyto`` do (None: setitem's unsafe cast)."""
+    value's dtype as numpy's out= and ``copyto`` do (None: setitem's unsafe cast).  With
+    ``at`` (a ufunc), apply ``at.at`` there instead of assigning (``values`` may be None)."""
     if entries is WHOLE:
         entries = _whole_entries(target.shape)
     if casting is not None:
-        _check_cast(op, value, target.dtype, casting)
+        check_cast(op, value, target.dtype, casting)
     if target._view is not None:
         views.sync(target)
     if _is_view_at(value, target, entries):
@@ -145,7 +189,9 @@ def assign(target: DTensor, entries, value, casting=None, op: str = "setitem") -
     advanced = is_advanced(entries)
     plan = (_plan.__wrapped__ if advanced else _plan)(target._spec, entries)
     region, want, block_key, region_key, offsets = plan
-    if type(value) is DTensor:
+    if value is None and at is not None:
+        local = offsets = None
+    elif type(value) is DTensor:
         check_same_mesh(op, target.device_mesh, value.device_mesh)
         local = _value_block(value, region, want, op)
     else:
@@ -154,13 +200,23 @@ def assign(target: DTensor, entries, value, casting=None, op: str = "setitem") -
         local = np.broadcast_to(_constant_term(target, value.reshape(shape)), region)
         offsets = None
     if block_key is not None:
-        tracing.effect(op, _put, target._local, block_key, local,
-                       region_index(region_key, offsets))
+        write = _put if at is None else _at(at)
+        tracing.effect(op, write, target._local, block_key, local,
+                       None if local is None else region_index(region_key, offsets))
     views.wrote(target)
 
 
 def _put(block, block_key, value, value_key):
     block[block_key] = value[value_key]
+
+
+def _at(ufunc):
+    def apply(block, block_key, value, value_key):
+        if value is None:
+            ufunc.at(block, block_key)
+        else:
+            ufunc.at(block, block_key, value[value_key])
+    return apply
 
 
 @lru_cache(maxsize=1024)
@@ -215,7 +271,7 @@ def _is_view_at(value, target, entries) -> bool:
             and not is_advanced(entries) and view.key == entries)
 
 
-def _check_cast(op: str, value, dtype, casting: str) -> None:
+def check_cast(op: str, value, dtype, casting: str) -> None:
     if isinstance(value, (bool, int, float, complex)):   # weak Python scalars (NEP 50)
         src = np.dtype(type(value))
         ok = _KINDS.index(src.kind) <= _KINDS.index(np.dtype(dtype).kind.replace("u", "i"))

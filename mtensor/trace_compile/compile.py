@@ -18,6 +18,7 @@ import functools
 
 import numpy as np
 
+from .. import views
 from ..autodiff import tape
 from ..debug.explain import Explanation
 from ..debug.trace_export import export_trace
@@ -120,10 +121,12 @@ class Compiled:
         graph = traced.graph
         env = traced.replay({s: _value(leaf) for s, leaf in zip(graph.inputs, leaves)
                              if s is not None})
+        views.new_epoch()
         return graph.rebuild([_output(env, slot, spec) for slot, spec in graph.outputs])
 
     def _trace(self, args, kwargs, leaves):
         tracer = Tracer()
+        views.new_epoch()
         inputs = [tracer.input(_value(leaf)) if _is_array(leaf) else None for leaf in leaves]
         state.tracer = tracer
         try:
