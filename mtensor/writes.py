@@ -199,19 +199,23 @@ def assign(target: DTensor, entries, value, casting=None, op: str = "setitem",
         shape = check_value_shape(op, value.shape, region)
         local = np.broadcast_to(_constant_term(target, value.reshape(shape)), region)
         offsets = None
-    if block_key is not None:
-        write = _put if at is None else _at(at)
-        tracing.effect(op, write, target._local, block_key, local,
-                       None if local is None else region_index(region_key, offsets))
+    # recorded on every rank, writing or not: a compiled step's schedule must be the same
+    value_key = None if local is None or block_key is None else region_index(region_key,
+                                                                              offsets)
+    tracing.effect(op, _put if at is None else _at(at), target._local, block_key, local,
+                   value_key)
     views.wrote(target)
 
 
 def _put(block, block_key, value, value_key):
-    block[block_key] = value[value_key]
+    if block_key is not None:
+        block[block_key] = value[value_key]
 
 
 def _at(ufunc):
     def apply(block, block_key, value, value_key):
+        if block_key is None:
+            return
         if value is None:
             ufunc.at(block, block_key)
         else:
