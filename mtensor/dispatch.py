@@ -16,9 +16,11 @@ import numpy as np
 from . import views
 from .autodiff import tape
 from .comm import guard
-from .dtensor import DTensor, _redistribution
+from . import comm
+from .dtensor import DTensor, _redistribution, guarded
 from .ops import RULES, OpCall, Operand, choose
-from .placement import Replicate, local_slices
+from .ops.pointwise import PARTIAL_ALGEBRA
+from .placement import Partial, Replicate, local_slices
 from .redistribute import cost
 from .spec import DTensorSpec, _fmt as fmt, check_same_mesh
 from .trace_compile.record import state as tracing
@@ -30,7 +32,7 @@ class Decision:
     """A cached strategy bound to this rank: what to run for one op signature."""
 
     __slots__ = ("prepare", "in_specs", "direct", "kernel", "into", "mesh", "placements",
-                 "shape", "nout", "specs", "cost")
+                 "shape", "nout", "specs", "cost", "check")
 
     def out_spec(self, dtype) -> DTensorSpec:
         spec = self.specs.get(dtype)
@@ -40,6 +42,7 @@ class Decision:
 
 
 _decisions: dict = {}
+_direct_into: dict = {}   # (op, target spec, operand spec) -> kernel, for x op= y as laid out
 _model = [None]  # the cost model the cached decisions were made with
 _current_model = cost._default
 
@@ -67,14 +70,39 @@ def decision_for(name: str, operands, params=(), into=None) -> "Decision":
     when no strategy produces them."""
     if _model[0] is not _current_model[0]:
         _decisions.clear()
+        _direct_into.clear()
         _model[0] = _current_model[0]
     key = (name, params, into,
            *[o._spec if type(o) is DTensor else _const_key(o) for o in operands])
     try:
-        return _decisions[key]
+        decision = _decisions[key]
     except KeyError:
         decision = _decisions[key] = _decide(name, operands, params, into)
-        return decision
+    if decision is not None and decision.check and not _values_fit(name, operands, decision):
+        key = ("values", *key)
+        decision = _decisions.get(key)
+        if decision is None:
+            decision = _decisions[key] = _decide(name, operands, params, into, unsafe=True)
+    return decision
+
+
+def _values_fit(name: str, operands, decision) -> bool:
+    """Whether the DTensors that partial terms meet (a scale, a divisor, a shift of a max)
+    are finite (and, dividing, non-zero): otherwise 0 * inf or -inf + inf in one term
+    gives NaN where numpy's whole value gives inf, and the terms must be reduced first.
+    Read from the values, so agreed over the mesh unless every rank holds them all."""
+    checked = [operands[j] for j in decision.check]
+    fit = all(_finite_values(o._local, name == "divide") for o in checked)
+    if all(all(p == Replicate() for p in o.placements) for o in checked):
+        return fit
+    mesh = decision.mesh
+    with guarded(name, "all_reduce", (1,), np.dtype(np.int64), mesh):
+        return not comm.sum_ints(mesh.comm, [int(not fit)])[0]
+
+
+def _finite_values(block, nonzero: bool) -> bool:
+    with np.errstate(invalid="ignore"):
+        return bool(np.isfinite(block).all() and (not nonzero or block.all()))
 
 
 def dispatch(name: str, operands, params=(), cache: bool = True):
@@ -115,12 +143,26 @@ def dispatch_into(name: str, operands, params, target) -> bool:
     decision = decision_for(name, operands, params, target._spec.placements)
     if decision is None or decision.into is None or decision.shape != target._spec.shape:
         return False
+    if (decision.direct and not decision.check and not params and len(operands) == 2
+            and operands[0] is target):
+        _direct_into[(name, target._spec, operands[1]._spec)] = decision.into
     blocks = _blocks(name, operands, decision) + [target._local]
     if tracing.tracer is None:
         decision.into(*blocks)
     else:
         tracing.tracer.call(name, decision.into, blocks, 0, "effect",
                             _strategy(decision, operands))
+    return True
+
+
+def inplace_direct(name: str, target, other) -> bool:
+    """``target op= other`` where both blocks are used as they are (the common case) in one
+    lookup; False when that case has not been decided yet (``dispatch_into`` decides it).
+    The caller makes sure no hook (tape, tracer, view) needs to see the write."""
+    into = _direct_into.get((name, target._spec, other._spec))
+    if into is None or _model[0] is not _current_model[0]:
+        return False
+    into(target._local, other._local, target._local)
     return True
 
 
@@ -177,16 +219,16 @@ def _wrap(result, decision: Decision) -> DTensor:
     return DTensor(result, decision.out_spec(result.dtype))
 
 
-def _operand(value) -> Operand:
+def _operand(value, unsafe: bool = False) -> Operand:
     if type(value) is DTensor:
-        return Operand(value.shape, value.dtype, value.placements)
+        return Operand(value.shape, value.dtype, value.placements, safe=not unsafe)
     if isinstance(value, _SCALARS):
         return Operand((), np.dtype(type(value)), None, weak=True, safe=_finite_nonzero(value))
     value = np.asarray(value)
     return Operand(value.shape, value.dtype, None, safe=_finite_nonzero(value))
 
 
-def _decide(name: str, operands, params, into=None) -> Decision:
+def _decide(name: str, operands, params, into=None, unsafe=False) -> Decision:
     tensors = [o for o in operands if type(o) is DTensor]
     if not tensors:
         raise TypeError(f"{name}: no operand is a DTensor; call numpy directly")
@@ -197,7 +239,7 @@ def _decide(name: str, operands, params, into=None) -> Decision:
     if rule is None:
         raise TypeError(f"{name}: mtensor has no sharding rule for this op; call full_tensor() "
                         f"to compute on the whole array, or to_local() for this rank's block")
-    call = OpCall(name, tuple(_operand(o) for o in operands), params, mesh.shape)
+    call = OpCall(name, tuple(_operand(o, unsafe) for o in operands), params, mesh.shape)
     strategy = rule(call)
     model = cost.get_cost_model()
     chosen = choose(call, strategy.choices, model, into)
@@ -214,6 +256,10 @@ def _decide(name: str, operands, params, into=None) -> Decision:
     d.into = strategy.into
     d.mesh, d.placements, d.shape, d.nout = mesh, out_layout, strategy.out_shape, strategy.nout
     d.specs, d.cost = {}, predicted
+    d.check = () if unsafe or name not in PARTIAL_ALGEBRA else tuple(
+        j for j, (o, layout) in enumerate(zip(operands, in_layouts)) if type(o) is DTensor
+        and any(isinstance(q, Partial) and not isinstance(p, Partial)
+                for p, q in zip(layout, out_layout)))
     return d
 
 

@@ -10,9 +10,9 @@ import numpy as np
 from . import dispatch as _dispatch
 from . import views
 from .numpy_api import _out, _run, implements, refuse
-from .ops.index_plan import is_advanced, normalize_index
+from .ops.index_plan import is_advanced
 from .placement import Partial
-from .writes import WHOLE, assign, host_key
+from .writes import WHOLE, assign, entries_for
 
 
 def _as_view(out, a, name, params, put_back, key=None):
@@ -121,7 +121,7 @@ def stack(arrays, axis=0, out=None, dtype=None, casting=None):
 def getitem(a, key):
     """``a[key]``: a view for basic keys (ints, slices, None, ...), a copy for array keys,
     as in numpy.  DTensors in the key are gathered (every rank needs the whole index)."""
-    entries = normalize_index(host_key(key), a.shape)
+    entries = entries_for(key, a.shape, "getitem")
     if is_advanced(entries):
         return _dispatch.dispatch("getitem_advanced", (a,), (entries,), cache=False)
     params = (entries,)

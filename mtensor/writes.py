@@ -22,7 +22,7 @@ import numpy as np
 
 from . import views
 from .autodiff import tape
-from .dispatch import dispatch, dispatch_into
+from .dispatch import dispatch, dispatch_into, inplace_direct
 from .dtensor import DTensor
 from .ops.index_plan import (
     block_plan, check_value_shape, is_advanced, normalize_index, region_index, region_layout,
@@ -55,6 +55,11 @@ def _saved(target) -> bool:
 
 def inplace(name: str, target: DTensor, other):
     """``target <op>= other`` (``__iadd__`` and the rest): same object, same layout."""
+    if (type(other) is DTensor and target._view is None and other._view is None
+            and not tape.state.recording and tracing.state.tracer is None
+            and inplace_direct(name, target, other)):
+        target._version += 1
+        return target
     return call_into(name, (target, other), (), target)
 
 
@@ -133,7 +138,40 @@ def setitem(target: DTensor, key, value) -> None:
     if mask is not None and np.size(value) == 1 and type(value) is not DTensor:
         _fill_where(target, mask, np.asarray(value).reshape(()))
         return
-    assign(target, normalize_index(host_key(key), target.shape, "setitem"), value)
+    assign(target, entries_for(key, target.shape, "setitem"), value)
+
+
+_entries: dict = {}   # (hashable basic key, shape) -> normalized entries
+
+
+def entries_for(key, shape, op: str) -> tuple:
+    """``normalize_index`` of ``key`` (DTensors in it gathered), remembered for basic keys:
+    a stencil indexes with the same few keys again and again."""
+    memo = _basic(key)
+    if memo is None:
+        return normalize_index(host_key(key), shape, op)
+    memo = (memo, shape)
+    entries = _entries.get(memo)
+    if entries is None:
+        if len(_entries) > 4096:
+            _entries.clear()
+        entries = _entries[memo] = normalize_index(key, shape, op)
+    return entries
+
+
+def _basic(key):
+    """A hashable stand-in for a key of ints, slices, None and ... (else None)."""
+    parts = key if type(key) is tuple else (key,)
+    out = []
+    for k in parts:
+        t = type(k)
+        if t is slice:
+            out.append((k.start, k.stop, k.step))
+        elif t is int or k is None or k is Ellipsis:
+            out.append(k)
+        else:
+            return None
+    return tuple(out)
 
 
 def host_key(key):

@@ -88,3 +88,11 @@ def test_propagator_dry_run_needs_no_ranks_for_a_big_model():
                          timeout=60)
     assert out.returncode == 0, out.stderr
     assert _totals(out.stdout) == "totals: collectives 1 bytes 917504"
+
+
+@pytest.mark.parametrize("n", [1, 3])
+def test_gray_scott_numpy_code_writes_through_views(n):
+    result = run_under_mpi(n, ["examples/gray_scott.py", "--size", "32", "--steps", "20"],
+                           timeout=120)
+    assert result.returncode == 0, result.stdout
+    assert "matches numpy: True" in result.stdout, result.stdout

@@ -114,8 +114,15 @@ def ufunc_rule(call: OpCall) -> Strategy:
     return Strategy(
         out_shape, pointwise_choices(call, out_shape, algebra),
         kernel=(lambda *a: ufunc(*a, **kwargs)) if kwargs else ufunc, nout=ufunc.nout,
-        into=(lambda *a: ufunc(*a[:-1], out=a[-1], **kwargs)) if ufunc.nout == 1 else None,
+        into=_into(ufunc, kwargs) if ufunc.nout == 1 else None,
     )
+
+
+def _into(ufunc, kwargs):
+    """The ufunc writing into its last argument (numpy's out=, same_kind casting)."""
+    if ufunc.nin == 2 and not kwargs:
+        return lambda a, b, out: ufunc(a, b, out=out)
+    return lambda *a: ufunc(*a[:-1], out=a[-1], **kwargs)
 
 
 @register("where")

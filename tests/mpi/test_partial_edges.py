@@ -37,6 +37,41 @@ CASES = {  # name: (function of the DTensor or the numpy value, value, reduce op
 }
 
 
+def _replicated(value, mesh):
+    return mt.DTensor.from_local(np.asarray(value), mesh, [Replicate()] * mesh.ndim)
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("mesh_shape", [(WORLD.size,), (1, WORLD.size), (WORLD.size, 1)])
+def test_terms_meet_dtensor_values_like_numpy(mesh_shape):
+    """A DTensor divisor, scale or shift holding 0 or inf (not only constants): the terms
+    reduce first.  The divisor is split on one mesh dim of a 2-D mesh, so the check of its
+    values is agreed over the mesh (a rank-local answer would split the ranks' decisions)."""
+    mesh = mt.init_device_mesh(mesh_shape)
+    x = np.arange(8.0).reshape(4, 2) - 3
+    sums = [Shard(0)] * mesh.ndim
+    X = mt.DTensor.from_local(x[mt.placement.local_slices(x.shape, mesh.shape, sums,
+                                                           mesh.coordinate)], mesh, sums,
+                              shape=x.shape)
+    divisor = np.array([0.0, 2.0] * 2).reshape(2, 2)
+    D = mt.distribute_tensor(divisor, mesh, [Replicate()] * (mesh.ndim - 1) + [Shard(0)])
+    y = np.array([1.0])    # fewer rows than ranks: empty shards hold max's identity, -inf
+    Y = mt.distribute_tensor(y, mesh, [Shard(0)] * mesh.ndim)
+    with np.errstate(all="ignore"):
+        cases = {
+            "sum / DTensor 0": (X.sum(axis=0) / _replicated(np.zeros(2), mesh),
+                                x.sum(axis=0) / np.zeros(2)),
+            "sum * DTensor inf": (X.sum(axis=0) * _replicated(np.full(2, np.inf), mesh),
+                                  x.sum(axis=0) * np.inf),
+            "sum / split DTensor 0": (X.sum(axis=0) / D, x.sum(axis=0) / divisor),
+            "max + DTensor inf": (Y.max() + _replicated(np.inf, mesh), y.max() + np.inf),
+        }
+        for name, (got, want) in cases.items():
+            got = got.full_tensor()
+            assert_all_ranks(np.array_equal(got, want, equal_nan=True),
+                             f"{name}: {got} != {want}")
+
+
 @pytest.mark.mpi
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_terms_reduce_first_where_the_algebra_fails(name):
