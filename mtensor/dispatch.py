@@ -32,7 +32,7 @@ class Decision:
     """A cached strategy bound to this rank: what to run for one op signature."""
 
     __slots__ = ("prepare", "in_specs", "direct", "kernel", "into", "mesh", "placements",
-                 "shape", "nout", "specs", "cost", "check")
+                 "shape", "nout", "specs", "cost", "check", "attached")
 
     def out_spec(self, dtype) -> DTensorSpec:
         spec = self.specs.get(dtype)
@@ -112,6 +112,11 @@ def dispatch(name: str, operands, params=(), cache: bool = True):
         _sync(operands)
     decision = decision_for(name, operands, params) if cache else _decide(name, operands,
                                                                           params)
+    return run_decision(name, operands, params, decision)
+
+
+def run_decision(name: str, operands, params, decision):
+    """Run a decision (``decision_for``'s) on the operands and wrap the result."""
     if decision.direct and tracing.tracer is None:
         blocks = None
         result = decision.kernel(*[o._local for o in operands])
@@ -255,7 +260,7 @@ def _decide(name: str, operands, params, into=None, unsafe=False) -> Decision:
     d.kernel = strategy.bind(in_layouts, out_layout, mesh)
     d.into = strategy.into
     d.mesh, d.placements, d.shape, d.nout = mesh, out_layout, strategy.out_shape, strategy.nout
-    d.specs, d.cost = {}, predicted
+    d.specs, d.cost, d.attached = {}, predicted, None
     d.check = () if unsafe or name not in PARTIAL_ALGEBRA else tuple(
         j for j, (o, layout) in enumerate(zip(operands, in_layouts)) if type(o) is DTensor
         and any(isinstance(q, Partial) and not isinstance(p, Partial)

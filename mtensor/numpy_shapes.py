@@ -10,21 +10,59 @@ import numpy as np
 from . import dispatch as _dispatch
 from . import views
 from .numpy_api import _out, _run, implements, refuse
-from .ops.index_plan import is_advanced
+from .ops.index_plan import plain_key
 from .placement import Partial
 from .writes import WHOLE, assign, entries_for
 
 
-def _as_view(out, a, name, params, put_back, key=None):
-    """Link ``out`` (op ``name`` of ``a``) to ``a`` as a view.  Attached (its block a numpy
-    view of ``a``'s) when the op ran on ``a``'s block as it was and made no partial terms of
-    a split dim: decided from the layouts alone, so alike on every rank."""
+def _view(a, name, params, put_back, numpy_view=True):
+    """Op ``name`` of ``a``, linked to ``a`` as a view.  Attached (its block a numpy view of
+    ``a``'s) when the op ran on ``a``'s block as it was, made no partial terms of a split dim
+    and its kernel always returns a numpy view (``numpy_view``; a reshape copies a block
+    that is not contiguous): decided from the layouts alone, so alike on every rank."""
+    if views.state.detached and a._view is not None:
+        views.sync(a)
     decision = _dispatch.decision_for(name, (a,), params)
-    made_terms = any(isinstance(q, Partial) and not isinstance(p, Partial)
-                     for p, q in zip(a.placements, out.placements))
-    attached = decision.prepare[0] is None and not made_terms
-    views.link(out, a, lambda parent: _run(name, (parent,), params), put_back, attached, key)
+    out = _dispatch.run_decision(name, (a,), params, decision)
+    if decision.attached is None:
+        made_terms = any(isinstance(q, Partial) and not isinstance(p, Partial)
+                         for p, q in zip(a.placements, out.placements))
+        decision.attached = numpy_view and decision.prepare[0] is None and not made_terms
+    views.link(out, a, (name, params), lambda parent: _run(name, (parent,), params),
+               put_back, decision.attached)
     return out
+
+
+def _numpy_would_view(a, shape) -> bool:
+    """Whether numpy's ``reshape`` of ``a`` to ``shape`` is a view: ``a``'s chain of views is
+    replayed on a stand-in array with the strides a C-ordered base would give (no memory
+    is read), then numpy is asked to reshape it without copying."""
+    chain = []
+    while a._view is not None:
+        chain.append(a._view.op)
+        a = a._view.parent
+    fake = np.lib.stride_tricks.as_strided(np.zeros(1, np.uint8), a.shape,
+                                           _c_strides(a.shape))
+    for name, params in reversed(chain):
+        fake = _FAKE_VIEW[name](fake, params)
+    try:
+        fake.view().shape = shape
+    except AttributeError:
+        return False
+    return True
+
+
+def _c_strides(shape):
+    return tuple(int(np.prod(shape[d + 1:])) for d in range(len(shape)))
+
+
+_FAKE_VIEW = {
+    "getitem": lambda f, p: f[plain_key(p[0])],
+    "transpose": lambda f, p: f.transpose(p[0]),
+    "expand_dims": lambda f, p: np.expand_dims(f, p[0]),
+    "squeeze": lambda f, p: np.squeeze(f, p[0]),
+    "reshape": lambda f, p: f.reshape(p[0]),
+}
 
 
 def _reshaped_back(parent, view):
@@ -43,7 +81,9 @@ def reshape(a, shape=None, order="C", *, newshape=None, copy=None):
     if order != "C":
         raise TypeError(f"reshape: order={order!r} is not supported on DTensors; use 'C'")
     params = (_shape_arg(shape),)
-    return _as_view(_run("reshape", (a,), params), a, "reshape", params, _reshaped_back)
+    if not _numpy_would_view(a, params[0]):
+        return _run("copy", (_run("reshape", (a,), params),))     # numpy copies: so do we
+    return _view(a, "reshape", params, _reshaped_back, numpy_view=False)
 
 
 @implements(np.ravel)
@@ -54,7 +94,7 @@ def ravel(a, order="C"):
 @implements(np.transpose)
 def transpose(a, axes=None):
     params = (None if axes is None else _shape_arg(axes),)
-    return _as_view(_run("transpose", (a,), params), a, "transpose", params,
+    return _view(a, "transpose", params,
                     lambda parent, view: assign(parent, WHOLE, _transposed_back(view, axes)))
 
 
@@ -89,13 +129,13 @@ def moveaxis(a, source, destination):
 @implements(np.expand_dims)
 def expand_dims(a, axis):
     params = (_shape_arg(axis) if np.ndim(axis) else int(axis),)
-    return _as_view(_run("expand_dims", (a,), params), a, "expand_dims", params, _reshaped_back)
+    return _view(a, "expand_dims", params, _reshaped_back)
 
 
 @implements(np.squeeze)
 def squeeze(a, axis=None):
     params = (None if axis is None else _shape_arg(axis),)
-    return _as_view(_run("squeeze", (a,), params), a, "squeeze", params, _reshaped_back)
+    return _view(a, "squeeze", params, _reshaped_back)
 
 
 @implements(np.broadcast_to)
@@ -121,12 +161,10 @@ def stack(arrays, axis=0, out=None, dtype=None, casting=None):
 def getitem(a, key):
     """``a[key]``: a view for basic keys (ints, slices, None, ...), a copy for array keys,
     as in numpy.  DTensors in the key are gathered (every rank needs the whole index)."""
-    entries = entries_for(key, a.shape, "getitem")
-    if is_advanced(entries):
+    entries, advanced = entries_for(key, a.shape, "getitem")
+    if advanced:
         return _dispatch.dispatch("getitem_advanced", (a,), (entries,), cache=False)
-    params = (entries,)
-    return _as_view(_run("getitem", (a,), params), a, "getitem", params,
-                    lambda parent, view: assign(parent, entries, view), entries)
+    return _view(a, "getitem", (entries,), lambda parent, view: assign(parent, entries, view))
 
 
 @implements(np.shape)

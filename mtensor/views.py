@@ -22,15 +22,15 @@ from .trace_compile import record as tracing
 
 
 class View:
-    """How a DTensor views ``parent``: ``redo(parent)`` recomputes it, ``put_back(parent,
-    view)`` writes it into ``parent``; ``key`` is the index of a getitem view (else None);
+    """How a DTensor views ``parent``: ``op`` is the view op's (name, params),
+    ``redo(parent)`` recomputes it, ``put_back(parent, view)`` writes it into ``parent``;
     ``seen`` is the parent storage's (epoch, version) the view's values were taken at."""
 
-    __slots__ = ("parent", "redo", "put_back", "attached", "key", "seen")
+    __slots__ = ("parent", "op", "redo", "put_back", "attached", "seen")
 
-    def __init__(self, parent, redo, put_back, attached: bool, key=None):
-        self.parent, self.redo, self.put_back, self.attached = parent, redo, put_back, attached
-        self.key = key
+    def __init__(self, parent, op, redo, put_back, attached: bool):
+        self.parent, self.op, self.redo, self.put_back = parent, op, redo, put_back
+        self.attached = attached
         self.seen = _stamp(parent)
 
 
@@ -53,9 +53,9 @@ def _stamp(x):
     return state.epoch, owner(x)._version
 
 
-def link(out, parent, redo, put_back, attached: bool, key=None) -> None:
-    """Make ``out`` a view of ``parent``."""
-    out._view = View(parent, redo, put_back, attached, key)
+def link(out, parent, op, redo, put_back, attached: bool) -> None:
+    """Make ``out`` a view of ``parent`` through ``op`` (name, params)."""
+    out._view = View(parent, op, redo, put_back, attached)
     if not attached or owner(parent)._view is not None:
         state.detached = True
 

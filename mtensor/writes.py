@@ -55,10 +55,13 @@ def _saved(target) -> bool:
 
 def inplace(name: str, target: DTensor, other):
     """``target <op>= other`` (``__iadd__`` and the rest): same object, same layout."""
-    if (type(other) is DTensor and target._view is None and other._view is None
-            and not tape.state.recording and tracing.state.tracer is None
+    if (type(other) is DTensor and not tape.state.recording and tracing.state.tracer is None
+            and (not views.state.detached or target._view is other._view is None)
             and inplace_direct(name, target, other)):
-        target._version += 1
+        if target._view is None:
+            target._version += 1
+        else:
+            views.wrote(target)   # an attached view: its storage's version
         return target
     return call_into(name, (target, other), (), target)
 
@@ -133,30 +136,35 @@ WHOLE = _Whole()
 
 def setitem(target: DTensor, key, value) -> None:
     """``target[key] = value`` with any key numpy takes."""
+    if type(value) is DTensor and value._view is not None and value._view.parent is target:
+        if _is_view_at(value, target, entries_for(key, target.shape, "setitem")[0]):
+            return      # x[k] op= v wrote through the view x[k] already (numpy skips it too)
     check_write("setitem", target, value)
     mask = _same_shape_mask(target, key)
     if mask is not None and np.size(value) == 1 and type(value) is not DTensor:
         _fill_where(target, mask, np.asarray(value).reshape(()))
         return
-    assign(target, entries_for(key, target.shape, "setitem"), value)
+    assign(target, entries_for(key, target.shape, "setitem")[0], value)
 
 
 _entries: dict = {}   # (hashable basic key, shape) -> normalized entries
 
 
-def entries_for(key, shape, op: str) -> tuple:
-    """``normalize_index`` of ``key`` (DTensors in it gathered), remembered for basic keys:
-    a stencil indexes with the same few keys again and again."""
+def entries_for(key, shape, op: str):
+    """(``normalize_index`` of ``key`` with its DTensors gathered, whether it holds index
+    arrays); remembered for basic keys: a stencil indexes with the same few keys again and
+    again."""
     memo = _basic(key)
     if memo is None:
-        return normalize_index(host_key(key), shape, op)
+        entries = normalize_index(host_key(key), shape, op)
+        return entries, is_advanced(entries)
     memo = (memo, shape)
     entries = _entries.get(memo)
     if entries is None:
         if len(_entries) > 4096:
             _entries.clear()
         entries = _entries[memo] = normalize_index(key, shape, op)
-    return entries
+    return entries, False
 
 
 def _basic(key):
@@ -222,8 +230,6 @@ def assign(target: DTensor, entries, value, casting=None, op: str = "setitem",
         check_cast(op, value, target.dtype, casting)
     if target._view is not None:
         views.sync(target)
-    if _is_view_at(value, target, entries):
-        return      # x[k] op= v wrote through the view x[k] already
     advanced = is_advanced(entries)
     plan = (_plan.__wrapped__ if advanced else _plan)(target._spec, entries)
     region, want, block_key, region_key, offsets = plan
@@ -310,7 +316,7 @@ def _constant_term(target, value):
 def _is_view_at(value, target, entries) -> bool:
     view = value._view if type(value) is DTensor else None
     return (view is not None and view.attached and view.parent is target
-            and not is_advanced(entries) and view.key == entries)
+            and not is_advanced(entries) and view.op == ("getitem", (entries,)))
 
 
 def check_cast(op: str, value, dtype, casting: str) -> None:

@@ -143,6 +143,9 @@ VIEWS = {
     "view of a view": lambda a: a[1:][:, ::2].T,
     "ravel": lambda a: a.ravel(),
     "reshape": lambda a: a.reshape(3, 2, 8),
+    "reshape of a transpose": lambda a: a.T.reshape(-1),    # numpy copies, then writes back
+    "swapaxes, moveaxis": lambda a: np.moveaxis(np.swapaxes(a, 0, 1)[1:], 0, 1),
+    "expand_dims, squeeze": lambda a: np.squeeze(np.expand_dims(a, 0)[:, ::2], 0),
 }
 
 
