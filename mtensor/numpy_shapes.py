@@ -5,6 +5,8 @@ Where numpy returns a view (basic indexing, transpose, reshape, ...), so does mt
 result is linked to its base (:mod:`views`), and writes to either show in both."""
 from __future__ import annotations
 
+from functools import lru_cache
+
 import numpy as np
 
 from . import dispatch as _dispatch
@@ -15,7 +17,7 @@ from .placement import Partial
 from .writes import WHOLE, assign, entries_for
 
 
-def _view(a, name, params, put_back, numpy_view=True):
+def _view(a, name, params, numpy_view=True):
     """Op ``name`` of ``a``, linked to ``a`` as a view.  Attached (its block a numpy view of
     ``a``'s) when the op ran on ``a``'s block as it was, made no partial terms of a split dim
     and its kernel always returns a numpy view (``numpy_view``; a reshape copies a block
@@ -28,8 +30,7 @@ def _view(a, name, params, put_back, numpy_view=True):
         made_terms = any(isinstance(q, Partial) and not isinstance(p, Partial)
                          for p, q in zip(a.placements, out.placements))
         decision.attached = numpy_view and decision.prepare[0] is None and not made_terms
-    views.link(out, a, (name, params), lambda parent: _run(name, (parent,), params),
-               put_back, decision.attached)
+    views.link(out, a, (name, params), decision.attached)
     return out
 
 
@@ -37,13 +38,20 @@ def _numpy_would_view(a, shape) -> bool:
     """Whether numpy's ``reshape`` of ``a`` to ``shape`` is a view: ``a``'s chain of views is
     replayed on a stand-in array with the strides a C-ordered base would give (no memory
     is read), then numpy is asked to reshape it without copying."""
+    if a._view is None:
+        return True             # a base is C-ordered: numpy reshapes it in place
     chain = []
     while a._view is not None:
         chain.append(a._view.op)
         a = a._view.parent
-    fake = np.lib.stride_tricks.as_strided(np.zeros(1, np.uint8), a.shape,
-                                           _c_strides(a.shape))
-    for name, params in reversed(chain):
+    return _views_after(tuple(reversed(chain)), a.shape, shape)
+
+
+@lru_cache(maxsize=1024)
+def _views_after(chain, base_shape, shape) -> bool:
+    fake = np.lib.stride_tricks.as_strided(np.zeros(1, np.uint8), base_shape,
+                                           _c_strides(base_shape))
+    for name, params in chain:
         fake = _FAKE_VIEW[name](fake, params)
     try:
         fake.view().shape = shape
@@ -65,8 +73,25 @@ _FAKE_VIEW = {
 }
 
 
-def _reshaped_back(parent, view):
+def _reshaped_back(parent, view, params):
     assign(parent, WHOLE, _run("reshape", (view,), (parent.shape,)))
+
+
+def _transposed_back(parent, view, params):
+    (axes,) = params
+    order = range(view.ndim)[::-1] if axes is None else [int(i) % view.ndim for i in axes]
+    back = (tuple(int(i) for i in np.argsort(order)),)
+    assign(parent, WHOLE, _run("transpose", (view,), back))
+
+
+views.recompute = lambda parent, op: _run(op[0], (parent,), op[1])
+views.PUT_BACK.update({
+    "getitem": lambda parent, view, params: assign(parent, params[0], view),
+    "transpose": _transposed_back,
+    "expand_dims": _reshaped_back,
+    "squeeze": _reshaped_back,
+    "reshape": _reshaped_back,
+})
 
 
 def _shape_arg(shape):
@@ -83,7 +108,7 @@ def reshape(a, shape=None, order="C", *, newshape=None, copy=None):
     params = (_shape_arg(shape),)
     if not _numpy_would_view(a, params[0]):
         return _run("copy", (_run("reshape", (a,), params),))     # numpy copies: so do we
-    return _view(a, "reshape", params, _reshaped_back, numpy_view=False)
+    return _view(a, "reshape", params, numpy_view=False)
 
 
 @implements(np.ravel)
@@ -94,13 +119,7 @@ def ravel(a, order="C"):
 @implements(np.transpose)
 def transpose(a, axes=None):
     params = (None if axes is None else _shape_arg(axes),)
-    return _view(a, "transpose", params,
-                    lambda parent, view: assign(parent, WHOLE, _transposed_back(view, axes)))
-
-
-def _transposed_back(view, axes):
-    order = range(view.ndim)[::-1] if axes is None else [int(i) % view.ndim for i in axes]
-    return _run("transpose", (view,), (tuple(int(i) for i in np.argsort(order)),))
+    return _view(a, "transpose", params)
 
 
 @implements(np.swapaxes)
@@ -129,13 +148,13 @@ def moveaxis(a, source, destination):
 @implements(np.expand_dims)
 def expand_dims(a, axis):
     params = (_shape_arg(axis) if np.ndim(axis) else int(axis),)
-    return _view(a, "expand_dims", params, _reshaped_back)
+    return _view(a, "expand_dims", params)
 
 
 @implements(np.squeeze)
 def squeeze(a, axis=None):
     params = (None if axis is None else _shape_arg(axis),)
-    return _view(a, "squeeze", params, _reshaped_back)
+    return _view(a, "squeeze", params)
 
 
 @implements(np.broadcast_to)
@@ -164,7 +183,7 @@ def getitem(a, key):
     entries, advanced = entries_for(key, a.shape, "getitem")
     if advanced:
         return _dispatch.dispatch("getitem_advanced", (a,), (entries,), cache=False)
-    return _view(a, "getitem", (entries,), lambda parent, view: assign(parent, entries, view))
+    return _view(a, "getitem", (entries,))
 
 
 @implements(np.shape)

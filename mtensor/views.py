@@ -22,15 +22,13 @@ from .trace_compile import record as tracing
 
 
 class View:
-    """How a DTensor views ``parent``: ``op`` is the view op's (name, params),
-    ``redo(parent)`` recomputes it, ``put_back(parent, view)`` writes it into ``parent``;
+    """How a DTensor views ``parent``: through ``op`` (the view op's name and params);
     ``seen`` is the parent storage's (epoch, version) the view's values were taken at."""
 
-    __slots__ = ("parent", "op", "redo", "put_back", "attached", "seen")
+    __slots__ = ("parent", "op", "attached", "seen")
 
-    def __init__(self, parent, op, redo, put_back, attached: bool):
-        self.parent, self.op, self.redo, self.put_back = parent, op, redo, put_back
-        self.attached = attached
+    def __init__(self, parent, op, attached: bool):
+        self.parent, self.op, self.attached = parent, op, attached
         self.seen = _stamp(parent)
 
 
@@ -40,6 +38,12 @@ class _State:
 
 
 state = _State()
+
+# Filled by the layer that makes views (numpy_shapes), so this one imports nothing above:
+# recompute(parent, op) -> the view anew; PUT_BACK[op name](parent, view, params) writes a
+# view's values into its parent.
+recompute = None
+PUT_BACK: dict = {}
 
 
 def owner(x):
@@ -53,9 +57,9 @@ def _stamp(x):
     return state.epoch, owner(x)._version
 
 
-def link(out, parent, op, redo, put_back, attached: bool) -> None:
+def link(out, parent, op, attached: bool) -> None:
     """Make ``out`` a view of ``parent`` through ``op`` (name, params)."""
-    out._view = View(parent, op, redo, put_back, attached)
+    out._view = View(parent, op, attached)
     if not attached or owner(parent)._view is not None:
         state.detached = True
 
@@ -70,7 +74,7 @@ def sync(x) -> None:
     sync(view.parent)
     stamp = _stamp(view.parent)
     if view.seen != stamp:
-        fresh = view.redo(view.parent)
+        fresh = recompute(view.parent, view.op)
         tracing.effect("refresh view", np.copyto, o._local, fresh._local)
         view.seen = stamp
         o._version += 1
@@ -82,7 +86,7 @@ def wrote(x) -> None:
     o._version += 1
     view = o._view
     if view is not None:
-        view.put_back(view.parent, o)
+        PUT_BACK[view.op[0]](view.parent, o, view.op[1])
         view.seen = _stamp(view.parent)
 
 
