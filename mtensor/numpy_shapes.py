@@ -17,7 +17,7 @@ from .placement import Partial
 from .writes import WHOLE, assign, entries_for
 
 
-def _view(a, name, params, numpy_view=True):
+def _view(a, name, params, numpy_view=True, key=None):
     """Op ``name`` of ``a``, linked to ``a`` as a view.  Attached (its block a numpy view of
     ``a``'s) when the op ran on ``a``'s block as it was, made no partial terms of a split dim
     and its kernel always returns a numpy view (``numpy_view``; a reshape copies a block
@@ -30,7 +30,7 @@ def _view(a, name, params, numpy_view=True):
         made_terms = any(isinstance(q, Partial) and not isinstance(p, Partial)
                          for p, q in zip(a.placements, out.placements))
         decision.attached = numpy_view and decision.prepare[0] is None and not made_terms
-    views.link(out, a, (name, params), decision.attached)
+    views.link(out, a, (name, params), decision.attached, key)
     return out
 
 
@@ -183,7 +183,7 @@ def getitem(a, key):
     entries, advanced = entries_for(key, a.shape, "getitem")
     if advanced:
         return _dispatch.dispatch("getitem_advanced", (a,), (entries,), cache=False)
-    return _view(a, "getitem", (entries,))
+    return _view(a, "getitem", (entries,), key=key)
 
 
 @implements(np.shape)

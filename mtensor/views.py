@@ -23,12 +23,14 @@ from .trace_compile import record as tracing
 
 class View:
     """How a DTensor views ``parent``: through ``op`` (the view op's name and params);
-    ``seen`` is the parent storage's (epoch, version) the view's values were taken at."""
+    ``key``: the index object a getitem view was made with (``x[k] op= v`` hands the same
+    object to the setitem that follows); ``seen``: the parent storage's (epoch, version)
+    the view's values were taken at."""
 
-    __slots__ = ("parent", "op", "attached", "seen")
+    __slots__ = ("parent", "op", "attached", "key", "seen")
 
-    def __init__(self, parent, op, attached: bool):
-        self.parent, self.op, self.attached = parent, op, attached
+    def __init__(self, parent, op, attached: bool, key=None):
+        self.parent, self.op, self.attached, self.key = parent, op, attached, key
         self.seen = _stamp(parent)
 
 
@@ -57,9 +59,9 @@ def _stamp(x):
     return state.epoch, owner(x)._version
 
 
-def link(out, parent, op, attached: bool) -> None:
+def link(out, parent, op, attached: bool, key=None) -> None:
     """Make ``out`` a view of ``parent`` through ``op`` (name, params)."""
-    out._view = View(parent, op, attached)
+    out._view = View(parent, op, attached, key)
     if not attached or owner(parent)._view is not None:
         state.detached = True
 

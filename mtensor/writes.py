@@ -136,9 +136,11 @@ WHOLE = _Whole()
 
 def setitem(target: DTensor, key, value) -> None:
     """``target[key] = value`` with any key numpy takes."""
-    if type(value) is DTensor and value._view is not None and value._view.parent is target:
-        if _is_view_at(value, target, entries_for(key, target.shape, "setitem")[0]):
-            return      # x[k] op= v wrote through the view x[k] already (numpy skips it too)
+    view = value._view if type(value) is DTensor else None
+    if view is not None and view.parent is target and view.attached and (
+            view.key is key or _is_view_at(value, target, entries_for(key, target.shape,
+                                                                      "setitem")[0])):
+        return      # x[k] op= v wrote through the view x[k] already (numpy skips it too)
     check_write("setitem", target, value)
     mask = _same_shape_mask(target, key)
     if mask is not None and np.size(value) == 1 and type(value) is not DTensor:
