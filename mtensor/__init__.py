@@ -7,7 +7,8 @@ from .comm import guard as _guard
 from .comm.abort import set_abort_on_error
 from .comm.guard import CollectiveMismatchError, set_checks, set_timeout
 from .creation import arange, empty, empty_like, full, full_like, ones, ones_like, zeros, zeros_like
-from .debug import CommDebugMode, explain, visualize_sharding
+from .debug import CommDebugMode, visualize_sharding
+from .array_methods import install as _install_array_methods
 from .dtensor import DTensor, distribute_tensor
 from .mesh import DeviceMesh, init_device_mesh
 from .numpy_api import (
@@ -20,9 +21,9 @@ from .numpy_shapes import (
     transpose,
 )
 from .placement import Partial, Replicate, Shard
-from .comm.calibrate import calibrate
+from .redistribute.calibrate import calibrate
 from .redistribute.cost import CostModel, get_cost_model, set_cost_model
-from .trace_compile.compile import compile
+from .trace_compile.compile import compile, explain
 
 __all__ = [
     "CollectiveMismatchError", "CommDebugMode", "CostModel", "DTensor", "DeviceMesh", "Partial", "Replicate", "Shard", "all", "any",
@@ -34,5 +35,6 @@ __all__ = [
 ]
 __version__ = "0.1.0"
 
+_install_array_methods(DTensor)   # numpy's operators and methods on DTensor
 _abort.configure_from_env()
 _guard.configure_from_env()

@@ -13,8 +13,7 @@ import cmath
 
 import numpy as np
 
-from . import views
-from .autodiff import tape
+from . import modes, views
 from .comm import guard
 from . import comm
 from .dtensor import DTensor, _redistribution, guarded
@@ -23,7 +22,6 @@ from .ops.pointwise import PARTIAL_ALGEBRA
 from .placement import Partial, Replicate, local_slices
 from .redistribute import cost
 from .spec import DTensorSpec, _fmt as fmt, check_same_mesh
-from .trace_compile.record import state as tracing
 
 _SCALARS = (int, float, complex, bool)
 
@@ -117,24 +115,25 @@ def dispatch(name: str, operands, params=(), cache: bool = True):
 
 def run_decision(name: str, operands, params, decision):
     """Run a decision (``decision_for``'s) on the operands and wrap the result."""
-    if decision.direct and tracing.tracer is None:
+    tracer = modes.active.tracer
+    if decision.direct and tracer is None:
         blocks = None
         result = decision.kernel(*[o._local for o in operands])
     else:
         blocks = _blocks(name, operands, decision)
-        if tracing.tracer is None:
+        if tracer is None:
             result = decision.kernel(*blocks)
         else:
-            result = tracing.tracer.call(name, decision.kernel, blocks, decision.nout,
-                                         detail=_strategy(decision, operands))
+            result = tracer.call(name, decision.kernel, blocks, decision.nout,
+                                 detail=_strategy(decision, operands))
     if decision.nout > 1:
         out = tuple(_wrap(r, decision) for r in result)
     elif type(result) is np.ndarray and result.dtype in decision.specs:
         out = DTensor(result, decision.specs[result.dtype])
     else:
         out = _wrap(result, decision)
-    if tape.state.recording:
-        tape.record(name, operands, params, out, _as_used(operands, decision, blocks))
+    if modes.active.tape is not None:
+        modes.active.tape.push(name, operands, params, out, _as_used(operands, decision, blocks))
     return out
 
 
@@ -152,11 +151,11 @@ def dispatch_into(name: str, operands, params, target) -> bool:
             and operands[0] is target):
         _direct_into[(name, target._spec, operands[1]._spec)] = decision.into
     blocks = _blocks(name, operands, decision) + [target._local]
-    if tracing.tracer is None:
+    if modes.active.tracer is None:
         decision.into(*blocks)
     else:
-        tracing.tracer.call(name, decision.into, blocks, 0, "effect",
-                            _strategy(decision, operands))
+        modes.active.tracer.call(name, decision.into, blocks, 0, "effect",
+                                 _strategy(decision, operands))
     return True
 
 
@@ -180,7 +179,7 @@ def _sync(operands) -> None:
 def _blocks(name, operands, decision) -> list:
     """Each operand's block as the decision wants it (redistributed where needed)."""
     guard.state.op = name
-    reuse = tape.state.reuse
+    reuse = modes.active.reuse
     return [
         (o._local if type(o) is DTensor else o) if run is None
         else _prepared(o, run, spec, reuse) if reuse is not None
@@ -293,7 +292,7 @@ class _ConstantBlock:
         return np.asarray(value)[self.index]
 
     def __call__(self, value):
-        if tracing.tracer is None:
+        if modes.active.tracer is None:
             return self.cut(value)
-        return tracing.tracer.call("slice", self.cut, (value,))
+        return modes.active.tracer.call("slice", self.cut, (value,))
 

@@ -13,10 +13,8 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from . import comm, views
-from .autodiff import tape
+from . import comm, modes, views
 from .comm import guard
-from .debug.comm_mode import record
 from .placement import (
     Placement,
     Replicate,
@@ -28,7 +26,6 @@ from .placement import (
 )
 from .redistribute.cost import get_cost_model
 from .redistribute.execute import bind_program
-from .trace_compile import record as tracing
 from .spec import (
     DTensorSpec,
     check_local_shapes,
@@ -84,18 +81,18 @@ class DTensor:
 
     def to_local(self) -> np.ndarray:
         """This rank's block (no communication)."""
-        tracing.refuse("to_local()")
+        modes.refuse_while_tracing("to_local()")
         if self._view is not None:
             views.sync(self)
         return self._local
 
     def full_tensor(self) -> np.ndarray:
         """The whole tensor on every rank (a collective: every rank must call it)."""
-        if tape.is_tracked(self):
+        if modes.is_tracked(self):
             raise TypeError("value_and_grad: full_tensor() (or np.asarray, float) of a value "
                             "that depends on a parameter leaves the gradient's graph; keep "
                             "it a DTensor inside the differentiated function")
-        tracing.refuse("full_tensor() (or np.asarray, float, bool)")
+        modes.refuse_while_tracing("full_tensor() (or np.asarray, float, bool)")
         replicated = (Replicate(),) * self.device_mesh.ndim
         guard.state.op = "full_tensor"
         return self._redistribute(replicated)._local
@@ -110,8 +107,8 @@ class DTensor:
         check_no_partial_target("redistribute", placements)
         guard.state.op = "redistribute"
         out = self._redistribute(placements)
-        if tape.state.recording:
-            tape.record("redistribute", (self,), (self.placements,), out)
+        if modes.active.tape is not None:
+            modes.active.tape.push("redistribute", (self,), (self.placements,), out)
         return out
 
     def _redistribute(self, placements) -> "DTensor":
@@ -189,7 +186,7 @@ def _scatter_from(array, spec: DTensorSpec, root: int) -> np.ndarray:
             out[...] = array
         with guarded("distribute_tensor", "broadcast", spec.shape, spec.dtype, mesh):
             comm.broadcast(mesh.comm, out, root)
-        record("broadcast", -1, out.shape, out.dtype, out.nbytes)
+        modes.count_collective("broadcast", -1, out.shape, out.dtype, out.nbytes)
         return out
     coords = mesh_coords(mesh.shape)
     counts = [math.prod(local_shape(spec.shape, mesh.shape, spec.placements, c)) for c in coords]
@@ -201,14 +198,14 @@ def _scatter_from(array, spec: DTensorSpec, root: int) -> np.ndarray:
         )
     with guarded("distribute_tensor", "scatter", spec.shape, spec.dtype, mesh):
         comm.scatter_v(mesh.comm, send, out, counts, root)
-    record("scatter", -1, out.shape, out.dtype, out.nbytes)
+    modes.count_collective("scatter", -1, out.shape, out.dtype, out.nbytes)
     return out
 
 
 def distribute_tensor(array, device_mesh, placements, src_data_rank: Optional[int] = 0) -> DTensor:
     """Distribute a full array.  Values come from rank ``src_data_rank`` of the mesh (one
     scatter or broadcast); with ``None`` every rank cuts its block from its own copy."""
-    tracing.refuse("distribute_tensor (make DTensors outside and pass them in)")
+    modes.refuse_while_tracing("distribute_tensor (make DTensors outside and pass them in)")
     array = np.asarray(array)
     placements = check_placements("distribute_tensor", placements, device_mesh, array.shape)
     # Partial mesh dims are sent as Replicate; the planner's local R -> P step then makes the
@@ -227,7 +224,3 @@ def distribute_tensor(array, device_mesh, placements, src_data_rank: Optional[in
         local = _scatter_from(array, spec, src_data_rank)
     return DTensor(local, spec)._redistribute(placements)
 
-
-from .array_methods import install as _install_array_methods  # noqa: E402  (needs DTensor)
-
-_install_array_methods(DTensor)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from .pytree import flatten
-from .trace_compile.record import effect
+from .modes import effect
 
 
 def _pairs(params, grads):

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .trace_compile import record as tracing
+from . import modes
 
 
 class View:
@@ -77,7 +77,7 @@ def sync(x) -> None:
     stamp = _stamp(view.parent)
     if view.seen != stamp:
         fresh = recompute(view.parent, view.op)
-        tracing.effect("refresh view", np.copyto, o._local, fresh._local)
+        modes.effect("refresh view", np.copyto, o._local, fresh._local)
         view.seen = stamp
         o._version += 1
 

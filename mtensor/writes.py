@@ -20,8 +20,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from . import views
-from .autodiff import tape
+from . import modes, views
 from .dispatch import dispatch, dispatch_into, inplace_direct
 from .dtensor import DTensor
 from .ops.index_plan import (
@@ -30,7 +29,6 @@ from .ops.index_plan import (
 )
 from .placement import Partial, local_bounds, local_offset, reduced
 from .spec import _fmt, check_same_mesh
-from .trace_compile import record as tracing
 
 _KINDS = "biufc"   # numpy's order of kinds for same_kind casting of Python scalars
 
@@ -39,9 +37,10 @@ def check_write(op: str, target, *values) -> None:
     """Inside ``value_and_grad`` a write may not touch what the gradient needs (as PyTorch's
     and JAX's autograd refuse): a parameter-dependent target or value, or a tensor an op
     recorded for the backward pass."""
-    if not tape.state.recording:
+    if modes.active.tape is None:
         return
-    if tape.is_tracked(target) or any(tape.is_tracked(v) for v in values) or _saved(target):
+    if (modes.is_tracked(target) or any(modes.is_tracked(v) for v in values)
+            or _saved(target)):
         raise TypeError(f"value_and_grad: {op} writes in place into a DTensor the gradient "
                         f"depends on; write y = x + v instead of x += v (or x[key] = v) "
                         f"inside the differentiated function")
@@ -50,12 +49,12 @@ def check_write(op: str, target, *values) -> None:
 def _saved(target) -> bool:
     base = views.owner(target)
     return any(type(v) is DTensor and views.owner(v) is base
-               for entry in tape.state.entries for v in entry.operands + entry.values)
+               for entry in modes.active.tape.entries for v in entry.operands + entry.values)
 
 
 def inplace(name: str, target: DTensor, other):
     """``target <op>= other`` (``__iadd__`` and the rest): same object, same layout."""
-    if (type(other) is DTensor and not tape.state.recording and tracing.state.tracer is None
+    if (type(other) is DTensor and modes.active.tape is None and modes.active.tracer is None
             and (not views.state.detached or target._view is other._view is None)
             and inplace_direct(name, target, other)):
         if target._view is None:
@@ -213,7 +212,7 @@ def _fill_where(target, mask, value) -> None:
     if target._view is not None:
         views.sync(target)
     value = _constant_term(target, value)
-    tracing.effect("setitem", _put_mask, target._local, mask._local, value)
+    modes.effect("setitem", _put_mask, target._local, mask._local, value)
     views.wrote(target)
 
 
@@ -248,7 +247,7 @@ def assign(target: DTensor, entries, value, casting=None, op: str = "setitem",
     # recorded on every rank, writing or not: a compiled step's schedule must be the same
     value_key = None if local is None or block_key is None else region_index(region_key,
                                                                               offsets)
-    tracing.effect(op, _put if at is None else _at(at), target._local, block_key, local,
+    modes.effect(op, _put if at is None else _at(at), target._local, block_key, local,
                    value_key)
     views.wrote(target)
 

@@ -13,6 +13,7 @@ import functools
 
 import numpy as np
 
+from .. import modes
 from ..comm import guard
 from ..dtensor import DTensor
 from ..placement import Partial, reduced
@@ -29,12 +30,12 @@ def _settled(g):
     return g._redistribute(reduced(g.placements))
 
 
-def _backward(entries, value, leaves):
+def _backward(recorded, value, leaves):
     """Each leaf's gradient, laid out like the leaf.  A gradient is complete once the reverse
     walk passes the leaf's first use, and is laid out right then (as DDP's hooks fire when a
     gradient is ready): its data-parallel all-reduce then comes while the rest of the backward
     is still to run, which a compiled step overlaps with that compute."""
-    first_use = {}
+    entries, first_use = recorded.entries, {}
     for i, entry in enumerate(entries):
         for o in entry.operands:
             first_use.setdefault(id(o), i)
@@ -43,7 +44,7 @@ def _backward(entries, value, leaves):
         complete_at.setdefault(first_use.get(id(leaf), -1), []).append(leaf)
     grads, done = {id(value): np.ones_like(value)}, {}
     for i in reversed(range(len(entries))):
-        _accumulate(entries[i], grads)
+        _accumulate(entries[i], grads, recorded.tracked)
         for leaf in complete_at.get(i, ()):
             done[id(leaf)] = _gradient(leaf, grads)
     for leaf in complete_at.get(-1, ()):
@@ -51,16 +52,16 @@ def _backward(entries, value, leaves):
     return done
 
 
-def _accumulate(entry, grads) -> None:
+def _accumulate(entry, grads, tracked) -> None:
     """Add the entry's contributions to its operands' gradients."""
     g = grads.pop(id(entry.outputs[0]), None)
     if g is None:
         return
-    wanted = [j for j, o in enumerate(entry.operands) if id(o) in tape.state.tracked]
+    wanted = [j for j, o in enumerate(entry.operands) if id(o) in tracked]
     if len(wanted) > 1:
         g = _settled(g)
     for j in wanted:
-        g = tape.state.reuse.get(id(g), (None, g))[1]  # as the last product laid it out
+        g = modes.active.reuse.get(id(g), (None, g))[1]  # as the last product laid it out
         contribution = VJPS[entry.name](j, g, entry.outputs[0], entry.values, entry.params)
         key = id(entry.operands[j])
         grads[key] = contribution if key not in grads else grads[key] + contribution
@@ -76,16 +77,16 @@ def value_and_grad(fn, argnums=0, has_aux=False):
     def run(*args, **kwargs):
         flat = [flatten(args[i]) for i in nums]
         leaves = [leaf for leaves, _ in flat for leaf in leaves if isinstance(leaf, DTensor)]
-        tape.start(leaves)
+        recorded = tape.start(leaves)
         try:
             out = fn(*args, **kwargs)
             value, aux = out if has_aux else (out, None)
             _check_value(value)
-            entries = tape.state.entries
-            tape.state.recording, tape.state.reuse = False, {}
-            grads = _backward(entries, value, leaves)
+            tape.stop()
+            modes.active.reuse = {}
+            grads = _backward(recorded, value, leaves)
         finally:
-            tape.state.reuse = None
+            modes.active.reuse = None
             tape.stop()
         trees = [build([grads[id(leaf)] if isinstance(leaf, DTensor) else None
                         for leaf in tree_leaves]) for tree_leaves, build in flat]

@@ -1,5 +1,6 @@
-"""The tape: while ``value_and_grad`` runs a function, dispatch reports every op here, and
-the ops that depend on a parameter are kept, in order, for the backward pass.
+"""The tape: while ``value_and_grad`` runs a function, dispatch reports every op to it
+(through ``modes.active.tape``), and the ops that depend on a parameter are kept, in order,
+for the backward pass.
 
 An op's outputs depend on a parameter when one of its DTensor operands does.  Ops whose
 outputs are integers or booleans (comparisons, argmax, ...) and ops with a zero derivative
@@ -10,6 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Dict, List, Set, Tuple
+
+from .. import modes
 
 # op name -> vjp(j, cotangent, output, operands, params): the cotangent of operand j
 VJPS: Dict[str, tuple] = {}
@@ -26,44 +29,39 @@ class Entry:
     outputs: Tuple
 
 
-class _State:
-    reuse = None         # during a backward pass: {(id, program id) or id: (tensor, laid out)}
-    recording = False
-    entries: List[Entry] = []
-    tracked: Set[int] = set()
+class Tape:
+    """What ``value_and_grad`` records while it runs the function: registered as
+    ``modes.active.tape``, so dispatch pushes every op here."""
+
+    def __init__(self, leaves):
+        self.entries: List[Entry] = []
+        self.tracked: Set[int] = {id(leaf) for leaf in leaves}
+
+    def push(self, name: str, operands, params, out, values=None) -> None:
+        """Keep ``name`` applied to ``operands`` if it depends on a parameter."""
+        tracked = self.tracked
+        if not any(id(o) in tracked for o in operands):
+            return
+        outputs = out if isinstance(out, tuple) else (out,)
+        if name in ZERO_DERIVATIVE or not any(o.dtype.kind in "fc" for o in outputs):
+            return
+        if name not in VJPS:
+            raise TypeError(f"value_and_grad: {name} has no gradient rule in mtensor; compute "
+                            f"it outside the differentiated function or express it with "
+                            f"other ops")
+        for o in outputs:
+            tracked.add(id(o))
+        operands = tuple(operands)
+        self.entries.append(Entry(name, operands, operands if values is None
+                                  else tuple(values), params, outputs))
 
 
-state = _State()
-
-
-def start(leaves) -> None:
-    if state.recording:
+def start(leaves) -> Tape:
+    if modes.active.tape is not None or modes.active.reuse is not None:
         raise RuntimeError("value_and_grad: nested gradients are not supported")
-    state.recording, state.entries = True, []
-    state.tracked = {id(leaf) for leaf in leaves}
+    modes.active.tape = Tape(leaves)
+    return modes.active.tape
 
 
 def stop() -> None:
-    state.recording, state.entries, state.tracked = False, [], set()
-
-
-def is_tracked(value) -> bool:
-    return state.recording and id(value) in state.tracked
-
-
-def record(name: str, operands, params, out, values=None) -> None:
-    """Keep ``name`` applied to ``operands`` if it depends on a parameter (called by dispatch)."""
-    tracked = state.tracked
-    if not any(id(o) in tracked for o in operands):
-        return
-    outputs = out if isinstance(out, tuple) else (out,)
-    if name in ZERO_DERIVATIVE or not any(o.dtype.kind in "fc" for o in outputs):
-        return
-    if name not in VJPS:
-        raise TypeError(f"value_and_grad: {name} has no gradient rule in mtensor; compute it "
-                        f"outside the differentiated function or express it with other ops")
-    for o in outputs:
-        tracked.add(id(o))
-    operands = tuple(operands)
-    state.entries.append(Entry(name, operands, operands if values is None else tuple(values),
-                               params, outputs))
+    modes.active.tape = None

@@ -1,7 +1,8 @@
 """CommDebugMode: counts the collectives that really ran, with their bytes.
 
-The executors call :func:`record` right after each collective returns; while no mode is
-active that is one list check.
+An active mode sits in ``modes.active.counters``; the executors call
+``modes.count_collective`` right after each collective returns (one list check while no
+mode is active).
 """
 from __future__ import annotations
 
@@ -9,8 +10,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Dict, List, Tuple
 
-_active: List["CommDebugMode"] = []
-
+from .. import modes
 
 @dataclass(frozen=True)
 class CommRecord:
@@ -23,13 +23,6 @@ class CommRecord:
     bytes: int
 
 
-def record(collective: str, mesh_dim: int, shape, dtype, nbytes: int) -> None:
-    if _active:
-        entry = CommRecord(collective, mesh_dim, tuple(shape), str(dtype), int(nbytes))
-        for mode in _active:
-            mode.log.append(entry)
-
-
 class CommDebugMode:
     """Context manager: ``with CommDebugMode() as comm: ...; comm.get_comm_counts()``."""
 
@@ -38,11 +31,14 @@ class CommDebugMode:
 
     def __enter__(self) -> "CommDebugMode":
         self.log = []
-        _active.append(self)
+        modes.active.counters.append(self)
         return self
 
     def __exit__(self, *exc) -> None:
-        _active.remove(self)
+        modes.active.counters.remove(self)
+
+    def add(self, collective: str, mesh_dim: int, shape, dtype, nbytes: int) -> None:
+        self.log.append(CommRecord(collective, mesh_dim, tuple(shape), str(dtype), int(nbytes)))
 
     def get_total_counts(self) -> int:
         return len(self.log)

@@ -111,16 +111,3 @@ class Explanation:
         return "\n".join(lines)
 
     __repr__ = __str__
-
-
-def explain(fn, *args, **kwargs) -> Explanation:
-    """The comm bill of ``fn(*args, **kwargs)``: each op's strategy, each collective with its
-    mesh dim and bytes, totals, per-rank memory, and how ``mt.compile`` buckets and overlaps
-    them.  A plain function is compiled first and traced, which runs it once, collectives
-    included (every rank must call this); a compiled one already traced for these
-    arguments runs nothing.  To price a model from shapes alone, see ``debug.price``."""
-    from ..trace_compile.compile import Compiled, compile
-    step = fn if isinstance(fn, Compiled) else compile(fn)
-    if step.traced_for(args, kwargs) is None:
-        step(*args, **kwargs)
-    return Explanation(step.traced_for(args, kwargs))

@@ -81,6 +81,6 @@ class Bucket:
                     flat[start:start + n] = recv[at:at + n]
             env[out] = m.finish(piece)
 
-    def record(self) -> None:
+    def count(self) -> None:
         """One entry in CommDebugMode for the whole bucket."""
-        self.members[0].record(self.nbytes)
+        self.members[0].count(self.nbytes)

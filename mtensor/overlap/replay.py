@@ -73,7 +73,7 @@ class Replay:
                     guard.after()
                 requests.remove(request)
                 bucket.unpack(recv, env)
-                bucket.record()
+                bucket.count()
             else:
                 bucket = self.buckets[arg]
                 send, recv = bucket.pack(env)
@@ -83,7 +83,7 @@ class Replay:
                 finally:
                     guard.after()
                 bucket.unpack(recv, env)
-                bucket.record()
+                bucket.count()
             for s in free:
                 env[s] = None
             marks.append(clock())

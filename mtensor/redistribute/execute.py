@@ -13,10 +13,8 @@ import time
 
 import numpy as np
 
-from .. import buffers, comm
+from .. import buffers, comm, modes
 from ..comm import guard
-from ..debug.comm_mode import record
-from ..trace_compile.record import state as tracing
 from ..placement import REDUCE_OPS, local_shape, max_local_shape, shard_bounds, shard_counts
 from .cost import COLLECTIVES, bus_bytes
 from .plan import Step, plan_redistribute
@@ -72,12 +70,13 @@ class Collective:
     def __call__(self, local: np.ndarray) -> np.ndarray:
         recv = buffers.empty(self.recv_shape, self.dtype)
         comm.run(self.kind, self.group, self.prepare(local), recv, self.counts, self.op)
-        self.record()
+        self.count()
         return self.finish(recv)
 
-    def record(self, nbytes=None) -> None:
-        record(self.kind, self.mesh_dim, self.out_shape, self.dtype,
-               self.nbytes if nbytes is None else nbytes)
+    def count(self, nbytes=None) -> None:
+        """Report this collective to the active CommDebugModes."""
+        modes.count_collective(self.kind, self.mesh_dim, self.out_shape, self.dtype,
+                               self.nbytes if nbytes is None else nbytes)
 
 
 def _same(a):
@@ -221,7 +220,7 @@ class Program:
         self.plan, self._runs, self._bound = plan, tuple(runs), bound
 
     def __call__(self, local: np.ndarray) -> np.ndarray:
-        if guard.state.active or tracing.tracer is not None:
+        if guard.state.active or modes.active.tracer is not None:
             return self._slow(local)
         for run in self._runs:
             local = run(local)
@@ -230,7 +229,7 @@ class Program:
     def _slow(self, local: np.ndarray) -> np.ndarray:
         """The same steps, each collective announced to the check mode and the timeout, and
         every step reported to the tracer while ``mt.compile`` records."""
-        tracer = tracing.tracer
+        tracer = modes.active.tracer
         for run, step in zip(self._runs, self.plan.steps):
             if step.kind not in COLLECTIVES:
                 local = run(local) if tracer is None else tracer.call(step.kind, run, (local,))

@@ -18,8 +18,7 @@ import functools
 
 import numpy as np
 
-from .. import views
-from ..autodiff import tape
+from .. import modes, views
 from ..debug.explain import Explanation
 from ..debug.trace_export import export_trace
 from ..dispatch import _const_key
@@ -29,7 +28,7 @@ from ..overlap.replay import Replay
 from ..overlap.schedule import plan_schedule
 from ..pytree import flatten, structure
 from .graph import Graph
-from .record import Tracer, state
+from .tracer import Tracer
 
 _MB = 1 << 20
 
@@ -104,9 +103,9 @@ class Compiled:
         return Explanation(self.traced)
 
     def __call__(self, *args, **kwargs):
-        if state.tracer is not None:       # inside another compiled function: part of its trace
+        if modes.active.tracer is not None:       # inside another compiled function: part of its trace
             return self.fn(*args, **kwargs)
-        if tape.state.recording:
+        if modes.active.tape is not None:
             raise TypeError(f"mt.compile: {self.fn.__name__} is compiled, so value_and_grad "
                             f"cannot see its ops; take the gradient inside the compiled "
                             f"function instead")
@@ -128,14 +127,14 @@ class Compiled:
         tracer = Tracer()
         views.new_epoch()
         inputs = [tracer.input(_value(leaf)) if _is_array(leaf) else None for leaf in leaves]
-        state.tracer = tracer
+        modes.active.tracer = tracer
         try:
             result = self.fn(*args, **kwargs)
             out_leaves, rebuild = flatten(result)
             outputs = [(tracer.ref(_value(o)), o.spec if type(o) is DTensor else None)
                        if _is_array(o) else (None, o) for o in out_leaves]
         finally:
-            state.tracer = None
+            modes.active.tracer = None
         meshes = [leaf.device_mesh for leaf in leaves + out_leaves if type(leaf) is DTensor]
         graph = Graph(self.fn.__name__, tracer.nodes, len(tracer.values), tracer.consts,
                       inputs, outputs, rebuild, meshes[0] if meshes else None,
@@ -161,3 +160,15 @@ def _output(env, slot, spec_or_value):
     if slot is None:
         return spec_or_value              # a non-array result, returned as it was
     return DTensor(env[slot], spec_or_value) if spec_or_value is not None else env[slot]
+
+
+def explain(fn, *args, **kwargs) -> Explanation:
+    """The comm bill of ``fn(*args, **kwargs)``: each op's strategy, each collective with its
+    mesh dim and bytes, totals, per-rank memory, and how ``mt.compile`` buckets and overlaps
+    them.  A plain function is compiled first and traced, which runs it once, collectives
+    included (every rank must call this); a compiled one already traced for these
+    arguments runs nothing.  To price a model from shapes alone, see ``debug.price``."""
+    step = fn if isinstance(fn, Compiled) else compile(fn)
+    if step.traced_for(args, kwargs) is None:
+        step(*args, **kwargs)
+    return Explanation(step.traced_for(args, kwargs))

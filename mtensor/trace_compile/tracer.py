@@ -1,5 +1,6 @@
-"""The recording executor: while ``mt.compile`` traces a function, dispatch and the
-redistribution programs report every local computation and every collective here.
+"""The recording executor: while ``mt.compile`` traces a function (registered as
+``modes.active.tracer``), dispatch and the redistribution programs report every local
+computation and every collective here.
 
 Values are numbered slots.  An array is known by its identity: the local blocks of the
 arguments are the inputs, each recorded result gets a new slot, and an array the tracer has
@@ -9,8 +10,6 @@ held by reference.  Every array stays alive until the trace ends, so identities 
 from __future__ import annotations
 
 import time
-from typing import Optional
-
 import numpy as np
 
 from .graph import Node
@@ -71,29 +70,3 @@ def _as_arrays(fn, nout: int):
     if nout == 1:
         return lambda *args: np.asarray(fn(*args))
     return lambda *args: tuple(np.asarray(r) for r in fn(*args))
-
-
-class _State:
-    tracer: Optional[Tracer] = None
-
-
-state = _State()
-
-
-def effect(name: str, fn, *args) -> None:
-    """Run ``fn(*args)``, which updates arrays in place (an optimizer step); while tracing it
-    becomes a graph node, so the replay repeats it in the same place."""
-    if state.tracer is None:
-        fn(*args)
-    else:
-        state.tracer.call(name, fn, args, nout=0, kind="effect")
-
-
-def refuse(what: str) -> None:
-    """Reading DTensor values while tracing would freeze them (and any branch on them)."""
-    if state.tracer is not None:
-        raise TypeError(
-            f"mt.compile: {what} reads DTensor values while tracing; a compiled step replays "
-            f"the ops it recorded and cannot follow values or branches on them. Return the "
-            f"DTensor from the compiled function and read it outside, or call the function "
-            f"without mt.compile")

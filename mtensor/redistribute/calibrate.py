@@ -13,7 +13,7 @@ import numpy as np
 from mpi4py import MPI
 
 from .. import comm
-from ..redistribute.cost import CostModel, bus_bytes, get_cost_model, set_cost_model
+from .cost import CostModel, bus_bytes, get_cost_model, set_cost_model
 
 
 def _median_time(fn, repeats: int) -> float:
