@@ -1,34 +1,47 @@
-"""Pytrees: nested dicts, lists and tuples of leaves (parameters, gradients, arguments)."""
+"""Pytrees: nested containers of leaves (parameters, gradients, arguments), through optree.
+
+optree, not a hand-written walk, so that namedtuples, ``OrderedDict``, ``defaultdict``,
+``deque``, dicts with keys of mixed types and user containers all flatten and rebuild.
+
+Decisions every caller relies on:
+
+* ``None`` is a leaf (``none_is_leaf=True``).  Argument lists use ``None`` for "no value"
+  (``value_and_grad`` returns it as the gradient of a non-DTensor leaf), so it must keep
+  its place among the leaves, and ``mt.compile`` must see it in a call's signature.
+* Leaf order of a ``dict`` (or ``defaultdict``) follows its sorted keys; keys of mixed types
+  that cannot be compared (``{1: a, "x": b}``) sort by their type's qualified name, then by
+  key; keys that still cannot be compared keep insertion order (and two such dicts built
+  in different orders then have different structures).  ``OrderedDict`` and ``deque`` keep
+  insertion order.  ``rebuild`` restores the original key order of every dict.
+* Containers are looked up in optree's global registry and in the ``"mtensor"`` namespace.
+  To have mtensor walk into a container class of your own, register it there::
+
+      optree.register_pytree_node(
+          Pair,
+          lambda p: ((p.left, p.right), None, None),   # children, metadata, entries
+          lambda metadata, children: Pair(*children),
+          namespace="mtensor",
+      )
+
+  The metadata becomes part of :func:`structure`, so it must be hashable.
+"""
 from __future__ import annotations
+
+import optree
+
+NAMESPACE = "mtensor"
 
 
 def flatten(tree):
-    """Leaves of nested dicts (in sorted key order), lists and tuples, and a function that
-    rebuilds the tree from new leaves."""
-    if isinstance(tree, dict):
-        keys = sorted(tree)
-        parts = [flatten(tree[k]) for k in keys]
-    elif isinstance(tree, (list, tuple)):
-        keys, parts = None, [flatten(v) for v in tree]
-    else:
-        return [tree], lambda leaves: leaves[0]
-    sizes = [len(leaves) for leaves, _ in parts]
-
-    def rebuild(leaves):
-        out, at = [], 0
-        for (_, build), n in zip(parts, sizes):
-            out.append(build(leaves[at:at + n]))
-            at += n
-        if keys is not None:
-            return dict(zip(keys, out))
-        return type(tree)(out)
-    return [leaf for leaves, _ in parts for leaf in leaves], rebuild
+    """The leaves of ``tree`` and a function that rebuilds a tree of the same structure from
+    as many new leaves."""
+    leaves, spec = optree.tree_flatten(tree, none_is_leaf=True, namespace=NAMESPACE)
+    return leaves, spec.unflatten
 
 
 def structure(tree, leaf_key):
-    """A hashable description of the tree with each leaf replaced by ``leaf_key(leaf)``."""
-    if isinstance(tree, dict):
-        return dict, tuple((k, structure(tree[k], leaf_key)) for k in sorted(tree))
-    if isinstance(tree, (list, tuple)):
-        return type(tree), tuple(structure(v, leaf_key) for v in tree)
-    return leaf_key(tree)
+    """A hashable description of the tree with each leaf replaced by ``leaf_key(leaf)``: the
+    treespec (hashable, compared in C++) and the tuple of leaf keys, cheap enough for every
+    compiled call."""
+    leaves, spec = optree.tree_flatten(tree, none_is_leaf=True, namespace=NAMESPACE)
+    return spec, tuple(leaf_key(leaf) for leaf in leaves)
