@@ -2,7 +2,6 @@
 from . import optim, random
 from .autodiff import vjps as _vjps  # noqa: F401  (registers the gradient rules)
 from .autodiff.api import grad, value_and_grad
-from .comm import abort as _abort
 from .comm import guard as _guard
 from .comm.abort import set_abort_on_error
 from .comm.guard import CollectiveMismatchError, set_checks, set_timeout
@@ -36,5 +35,4 @@ __all__ = [
 __version__ = "0.1.0"
 
 _install_array_methods(DTensor)   # numpy's operators and methods on DTensor
-_abort.configure_from_env()
 _guard.configure_from_env()

@@ -15,7 +15,6 @@ import numpy as np
 
 from . import modes, views
 from .comm import guard
-from . import comm
 from .dtensor import DTensor, _redistribution, guarded
 from .ops import RULES, OpCall, Operand, choose
 from .ops.pointwise import PARTIAL_ALGEBRA
@@ -95,7 +94,7 @@ def _values_fit(name: str, operands, decision) -> bool:
         return fit
     mesh = decision.mesh
     with guarded(name, "all_reduce", (1,), np.dtype(np.int64), mesh):
-        return not comm.sum_ints(mesh.comm, [int(not fit)])[0]
+        return not mesh.communicator().sum_ints([int(not fit)])[0]
 
 
 def _finite_values(block, nonzero: bool) -> bool:

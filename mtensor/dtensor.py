@@ -13,7 +13,7 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from . import comm, modes, views
+from . import modes, views
 from .comm import guard
 from .placement import (
     Placement,
@@ -146,7 +146,8 @@ class DTensor:
             shape = local.shape
         elif shape is None or run_check:
             with guarded("from_local", "allgather", local.shape, local.dtype, device_mesh):
-                blocks = comm.allgather_object(device_mesh.comm, (local.shape, local.dtype.str))
+                blocks = device_mesh.communicator().allgather_object(
+                    (local.shape, local.dtype.str))
             if shape is None:
                 shape = infer_global_shape(blocks, device_mesh.shape, placements)
             check_local_shapes(blocks, device_mesh.shape, placements, tuple(shape))
@@ -185,7 +186,7 @@ def _scatter_from(array, spec: DTensorSpec, root: int) -> np.ndarray:
         if is_root:
             out[...] = array
         with guarded("distribute_tensor", "broadcast", spec.shape, spec.dtype, mesh):
-            comm.broadcast(mesh.comm, out, root)
+            mesh.communicator().broadcast(out, root)
         modes.count_collective("broadcast", -1, out.shape, out.dtype, out.nbytes)
         return out
     coords = mesh_coords(mesh.shape)
@@ -197,7 +198,7 @@ def _scatter_from(array, spec: DTensorSpec, root: int) -> np.ndarray:
              for c in coords]
         )
     with guarded("distribute_tensor", "scatter", spec.shape, spec.dtype, mesh):
-        comm.scatter_v(mesh.comm, send, out, counts, root)
+        mesh.communicator().scatter(send, out, counts, root)
     modes.count_collective("scatter", -1, out.shape, out.dtype, out.nbytes)
     return out
 

@@ -2,13 +2,17 @@
 
 Ranks are laid out row-major over the mesh (an MPI Cartesian communicator without
 reordering), so rank ``r`` of the parent communicator sits at ``np.unravel_index(r, shape)``.
+Each mesh dim (and the whole mesh) gets a ``Communicator`` of the backend chosen for it
+(``comm.BACKENDS``); ``get_group`` still hands out the mpi4py communicator itself.  MPI is
+loaded when the first mesh is built, and so is the abort-on-error hook.
 """
 from __future__ import annotations
 
 import math
 from typing import Optional, Sequence, Tuple, Union
 
-from mpi4py import MPI
+from . import comm as _comm
+from .comm import abort
 
 DEVICE_TYPES = ("cpu",)
 
@@ -44,7 +48,9 @@ def _check_mesh_args(mesh_shape, mesh_dim_names, device_type, comm_size) -> Tupl
 class DeviceMesh:
     """An N-D grid of ranks with a communicator for the whole mesh and one per mesh dim."""
 
-    def __init__(self, comm, shape, dim_names, device_type, groups, coordinate):
+    def __init__(self, comm, shape, dim_names, device_type, groups, coordinate,
+                 backends=("mpi",)):
+        from mpi4py import MPI
         self.comm = comm
         self.shape: Tuple[int, ...] = tuple(shape)
         self.mesh_dim_names: Optional[Tuple[str, ...]] = (
@@ -52,6 +58,9 @@ class DeviceMesh:
         )
         self.device_type = device_type
         self._groups = tuple(groups)
+        self.backends = tuple(backends)
+        self._communicators = tuple(_comm.backend(b)(g) for b, g in zip(self.backends, groups))
+        self._whole = _comm.backend(self.backends[0])(comm)
         self.coordinate: Tuple[int, ...] = tuple(coordinate)
         world = MPI.COMM_WORLD.Get_group()
         group = comm.Get_group()
@@ -81,6 +90,12 @@ class DeviceMesh:
         """The mpi4py communicator of the ranks that share every coordinate but ``mesh_dim``."""
         return self._groups[self._dim_index(mesh_dim)]
 
+    def communicator(self, mesh_dim: Union[int, str, None] = None):
+        """The ``Communicator`` of mesh dim ``mesh_dim`` (None: of the whole mesh)."""
+        if mesh_dim is None:
+            return self._whole
+        return self._communicators[self._dim_index(mesh_dim)]
+
     def __getitem__(self, name: str) -> "DeviceMesh":
         """The 1-D sub-mesh along ``name`` that holds this rank."""
         dim = self._dim_index(name)
@@ -89,7 +104,7 @@ class DeviceMesh:
             names = None if self.mesh_dim_names is None else (self.mesh_dim_names[dim],)
             self._submeshes[dim] = DeviceMesh(
                 group, (self.shape[dim],), names, self.device_type, (group,),
-                (self.coordinate[dim],),
+                (self.coordinate[dim],), (self.backends[dim],),
             )
         return self._submeshes[dim]
 
@@ -121,12 +136,22 @@ def init_device_mesh(
     mesh_dim_names: Optional[Sequence[str]] = None,
     device_type: Optional[str] = None,
     comm=None,
+    backend: Union[str, Sequence[str]] = "mpi",
 ) -> DeviceMesh:
-    """Build a mesh over ``comm`` (``MPI.COMM_WORLD`` by default); collective over ``comm``."""
+    """Build a mesh over ``comm`` (``MPI.COMM_WORLD`` by default); collective over ``comm``.
+    ``backend``: the communication backend of every mesh dim, or one name per mesh dim."""
+    from mpi4py import MPI
+    abort.install_once()
     comm = MPI.COMM_WORLD if comm is None else comm
     device_type = "cpu" if device_type is None else device_type
     shape = _check_mesh_args(mesh_shape, mesh_dim_names, device_type, comm.size)
+    backends = (backend,) * len(shape) if isinstance(backend, str) else tuple(backend)
+    if len(backends) != len(shape):
+        raise _mesh_error(f"backend {backend!r} names {len(backends)} backends for "
+                          f"{len(shape)} mesh dims", "give one name, or one per mesh dim")
+    for name in backends:
+        _comm.backend(name)
     cart = comm.Create_cart(list(shape), periods=[False] * len(shape), reorder=False)
     coordinate = cart.Get_coords(cart.rank)
     groups = [cart.Sub([d == k for k in range(len(shape))]) for d in range(len(shape))]
-    return DeviceMesh(cart, shape, mesh_dim_names, device_type, groups, coordinate)
+    return DeviceMesh(cart, shape, mesh_dim_names, device_type, groups, coordinate, backends)

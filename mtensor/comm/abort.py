@@ -3,7 +3,8 @@
 Without this, one rank raising while the others wait in a collective leaves them waiting
 forever.  The hook prints the traceback with every line prefixed by the rank, waits a short
 grace period (so peers that raise the same error print theirs too), then calls
-``MPI_Abort``.  On by default when more than one rank runs; ``MTENSOR_ABORT_ON_ERROR=0`` or
+``MPI_Abort``.  Installed when the first mesh is built (so importing mtensor does not load
+MPI), when more than one rank runs; ``MTENSOR_ABORT_ON_ERROR=0`` or
 ``mt.set_abort_on_error(False)`` turns it off.
 """
 from __future__ import annotations
@@ -14,10 +15,9 @@ import threading
 import time
 import traceback
 
-from mpi4py import MPI
-
 _previous = sys.excepthook
 _previous_thread_hook = threading.excepthook
+_chosen = [False]   # set once the hook is installed or the user has chosen
 
 
 def _grace() -> float:
@@ -28,6 +28,7 @@ def _grace() -> float:
 
 
 def _abort_hook(kind, value, tb) -> None:
+    from mpi4py import MPI  # loaded: the hook is installed when a mesh is built
     try:
         rank = MPI.COMM_WORLD.Get_rank()
         text = "".join(traceback.format_exception(kind, value, tb))
@@ -49,10 +50,17 @@ def _thread_hook(args) -> None:
 def set_abort_on_error(enabled: bool) -> None:
     """Whether an uncaught exception on one rank (in any thread) aborts every rank (the
     default under MPI)."""
+    _chosen[0] = True
     sys.excepthook = _abort_hook if enabled else _previous
     threading.excepthook = _thread_hook if enabled else _previous_thread_hook
 
 
-def configure_from_env() -> None:
+def install_once() -> None:
+    """At the first mesh: abort on error when more than one rank runs, unless turned off
+    (by the environment, or by ``set_abort_on_error`` before)."""
+    if _chosen[0]:
+        return
+    from mpi4py import MPI
+    _chosen[0] = True
     if MPI.COMM_WORLD.Get_size() > 1 and os.environ.get("MTENSOR_ABORT_ON_ERROR", "1") != "0":
         set_abort_on_error(True)

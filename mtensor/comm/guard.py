@@ -23,7 +23,6 @@ from functools import lru_cache
 from typing import Optional
 
 import numpy as np
-from mpi4py import MPI
 
 
 class CollectiveMismatchError(RuntimeError):
@@ -93,6 +92,7 @@ def _fingerprint(pending) -> int:
 
 
 def _agree(comm, pending) -> None:
+    from mpi4py import MPI  # loaded by then: agreement runs around a mesh's collectives
     mine = _fingerprint(pending)
     label = describe(pending)
     seen = np.array([mine, -mine], np.int64)
@@ -115,6 +115,7 @@ def _watch() -> None:
         time.sleep(0.5 if timeout is None else min(timeout / 10, 0.5))
         deadline = state.deadline
         if deadline and time.monotonic() > deadline:
+            from mpi4py import MPI  # loaded by then: deadlines are set around collectives
             rank = MPI.COMM_WORLD.Get_rank()
             sys.stderr.write(
                 f"[rank {rank}] mtensor: {describe(state.pending)} did not complete within "

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import json
 
-from .. import comm
-
 _THREADS = {"compute": 0, "collective": 1}
 
 
@@ -23,7 +21,7 @@ def export_trace(traced, path) -> None:
     if not spans and traced.graph.nodes:
         raise RuntimeError(f"export_trace: {traced.graph.name} has not been replayed yet (its "
                            f"first call traces it); call it again, then export")
-    every = comm.allgather_object(mesh.comm, spans)
+    every = mesh.communicator().allgather_object(spans)
     if mesh.comm.rank != 0:
         return
     origin = min((s[2] for rank_spans in every for s in rank_spans), default=0.0)

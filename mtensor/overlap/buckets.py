@@ -23,6 +23,7 @@ class Bucket:
         first = members[0]
         self.members, self.ins, self.outs = members, ins, outs
         self.kind, self.group, self.op, self.dtype = first.kind, first.group, first.op, first.dtype
+        self.run = first.run
         self.mesh, self.mesh_dim = first.mesh, first.mesh_dim
         self.nbytes = sum(m.nbytes for m in members)
         self.global_shapes = tuple(m.global_shape for m in members)

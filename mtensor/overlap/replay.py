@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 
-from ..comm import guard, nonblocking, run as run_blocking
+from ..comm import guard
 from .buckets import Bucket
 
 _COMPUTE, _START, _WAIT, _RUN = range(4)
@@ -53,12 +53,12 @@ class Replay:
                     for s, r in zip(outs, result):
                         env[s] = r
                 if requests:
-                    nonblocking.test_all(requests)
+                    self.buckets[0].group.test_all(requests)
             elif what == _START:
                 bucket = self.buckets[arg]
                 send, recv = bucket.pack(env)
                 self._announce(bucket)
-                request = nonblocking.start(bucket.kind, bucket.group, send, recv,
+                request = bucket.group.start(bucket.kind, send, recv,
                                             bucket.counts, bucket.op)
                 guard.after()
                 flight[arg] = (request, send, recv)
@@ -68,7 +68,7 @@ class Replay:
                 bucket = self.buckets[arg]
                 self._announce(bucket, agree=False)
                 try:
-                    nonblocking.wait(request)
+                    bucket.group.wait(request)
                 finally:
                     guard.after()
                 requests.remove(request)
@@ -79,7 +79,7 @@ class Replay:
                 send, recv = bucket.pack(env)
                 self._announce(bucket)
                 try:
-                    run_blocking(bucket.kind, bucket.group, send, recv, bucket.counts, bucket.op)
+                    bucket.run(send, recv, bucket.counts, bucket.op)
                 finally:
                     guard.after()
                 bucket.unpack(recv, env)

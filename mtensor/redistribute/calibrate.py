@@ -10,9 +10,8 @@ from __future__ import annotations
 import time
 
 import numpy as np
-from mpi4py import MPI
 
-from .. import comm
+from ..mesh import init_device_mesh
 from .cost import CostModel, bus_bytes, get_cost_model, set_cost_model
 
 
@@ -29,9 +28,9 @@ def _link(group, large_bytes: int, repeats: int):
     """(alpha, beta) of one communicator from a tiny and a large all-reduce."""
     tiny = np.zeros(1, np.float64)
     big = np.zeros(large_bytes // 8, np.float64)
-    comm.all_reduce(group, big, big, "sum")  # warm up: connections, pages
-    alpha = _median_time(lambda: comm.all_reduce(group, tiny, tiny, "sum"), 4 * repeats)
-    t = _median_time(lambda: comm.all_reduce(group, big, big, "sum"), repeats)
+    group.all_reduce(big, big, None, "sum")  # warm up: connections, pages
+    alpha = _median_time(lambda: group.all_reduce(tiny, tiny, None, "sum"), 4 * repeats)
+    t = _median_time(lambda: group.all_reduce(big, big, None, "sum"), repeats)
     moved = bus_bytes("all_reduce", group.size, big.nbytes)
     return alpha, moved / max(t - alpha, 1e-9)
 
@@ -41,19 +40,20 @@ def calibrate(mesh=None, large_bytes: int = 4 << 20, repeats: int = 5,
     """Measure every mesh dim (a collective over the mesh; default: a 1-D mesh of every
     rank), return the model and, with ``install``, use it for every later choice and plan."""
     if mesh is None:
-        from ..mesh import init_device_mesh
+        from mpi4py import MPI
         mesh = init_device_mesh((MPI.COMM_WORLD.size,))
     default = get_cost_model()
     measured = np.zeros(2 * mesh.ndim + 1, np.float64)
     for dim in range(mesh.ndim):
         if mesh.shape[dim] > 1:
-            measured[2 * dim: 2 * dim + 2] = _link(mesh.get_group(dim), large_bytes, repeats)
+            measured[2 * dim: 2 * dim + 2] = _link(mesh.communicator(dim), large_bytes,
+                                                   repeats)
         else:
             measured[2 * dim: 2 * dim + 2] = default.alpha, default.beta
     src = np.ones(large_bytes // 8)
     dst = np.empty_like(src)
     measured[-1] = src.nbytes / max(_median_time(lambda: np.copyto(dst, src), repeats), 1e-9)
-    comm.broadcast(mesh.comm, measured, 0)
+    mesh.communicator().broadcast(measured, 0)
     per_dim = tuple((float(measured[2 * d]), float(measured[2 * d + 1])) for d in range(mesh.ndim))
     links = [link for link, n in zip(per_dim, mesh.shape) if n > 1] or [per_dim[0]]
     model = CostModel(alpha=float(np.mean([a for a, _ in links])),

@@ -13,7 +13,7 @@ import time
 
 import numpy as np
 
-from .. import buffers, comm, modes
+from .. import buffers, modes
 from ..comm import guard
 from ..placement import REDUCE_OPS, local_shape, max_local_shape, shard_bounds, shard_counts
 from .cost import COLLECTIVES, bus_bytes
@@ -59,17 +59,19 @@ class Collective:
     the new local block.  Eager execution runs the three at once; the traced replay runs
     them apart (start early, wait late) or fuses several into one bucket.
 
-    ``counts`` follows :func:`comm.run`; ``index`` is this rank's place on the mesh dim;
+    ``group`` is the mesh dim's Communicator and ``run`` its method for ``kind``; ``counts``
+    follows ``comm.protocol``; ``index`` is this rank's place on the mesh dim;
     ``bucket_bytes`` is the largest block's send size, the same on every rank, so bucketing
     decisions agree everywhere."""
 
-    __slots__ = ("kind", "mesh", "mesh_dim", "group", "n", "index", "op", "dtype", "counts",
+    __slots__ = ("kind", "mesh", "mesh_dim", "group", "run", "n", "index", "op", "dtype",
+                 "counts",
                  "recv_shape", "out_shape", "prepare", "finish", "nbytes", "bucket_bytes",
                  "global_shape")
 
     def __call__(self, local: np.ndarray) -> np.ndarray:
         recv = buffers.empty(self.recv_shape, self.dtype)
-        comm.run(self.kind, self.group, self.prepare(local), recv, self.counts, self.op)
+        self.run(self.prepare(local), recv, self.counts, self.op)
         self.count()
         return self.finish(recv)
 
@@ -95,7 +97,9 @@ class _Bound:
     def collective(self, step: Step, bytes_layout, recv_shape, counts, prepare, finish):
         """The step's :class:`Collective`; bytes are counted over the ``bytes_layout`` block."""
         c, i = Collective(), step.mesh_dim
-        c.kind, c.mesh, c.mesh_dim, c.group = step.kind, self.mesh, i, self.mesh.get_group(i)
+        c.kind, c.mesh, c.mesh_dim = step.kind, self.mesh, i
+        c.group = self.mesh.communicator(i)
+        c.run = getattr(c.group, step.kind)
         c.n, c.index, c.dtype = self.mesh.shape[i], self.mesh.coordinate[i], self.dtype
         c.op = step.src.reduce_op if step.kind in ("all_reduce", "reduce_scatter") else None
         c.counts, c.recv_shape, c.out_shape = counts, recv_shape, self.local_shape(step.after)

@@ -1,0 +1,49 @@
+"""The Communicator protocol: what every backend of a mesh dim provides.
+
+A backend is one file with a class that satisfies this protocol, plus one line in
+``comm.BACKENDS``.  The four collective kinds of the step table (``steps.STEP_KINDS``) are
+methods with one uniform signature, ``(send, recv, counts, op)``, so the executors call
+``getattr(communicator, kind)`` and the replay ``communicator.start(kind, ...)``:
+
+- ``counts``: None for ``all_reduce``; the element count of each rank's piece for
+  ``all_gather`` and ``reduce_scatter`` (equal counts may take a faster path); the pair
+  ``(send_counts, recv_counts)`` for ``all_to_all``;
+- ``op``: a reduce op name of ``placement.REDUCE_OPS`` for the kinds that reduce, else None.
+
+Buffers are C-contiguous arrays of the mesh's device; ``send is recv`` asks for an in-place
+all-reduce.  Requests from ``start`` are completed by the same backend's ``wait`` and
+``test_all`` (the replay polls every request in flight with one ``test_all``).
+"""
+from __future__ import annotations
+
+from typing import Any, List, Optional, Protocol, Sequence
+
+
+class Communicator(Protocol):
+    size: int
+    rank: int
+    raw: Any            # the library's own communicator (an mpi4py Comm for MPI backends)
+
+    def all_reduce(self, send, recv, counts: None, op: str) -> None: ...
+
+    def all_gather(self, send, recv, counts: Sequence[int], op: None) -> None: ...
+
+    def reduce_scatter(self, send, recv, counts: Sequence[int], op: str) -> None: ...
+
+    def all_to_all(self, send, recv, counts, op: None) -> None: ...
+
+    def start(self, kind: str, send, recv, counts, op: Optional[str]) -> Any: ...
+
+    def wait(self, request) -> None: ...
+
+    def test_all(self, requests: List[Any]) -> bool: ...
+
+    def broadcast(self, buf, root: int) -> None: ...
+
+    def scatter(self, send, recv, counts: Sequence[int], root: int) -> None: ...
+
+    def sum_ints(self, values) -> Any: ...
+
+    def allgather_object(self, obj) -> list: ...
+
+    def barrier(self) -> None: ...
