@@ -31,6 +31,7 @@ class ReduceOp:
     ufunc: np.ufunc
     linear: bool
     idempotent: bool
+    mpi: str            # the MPI op of the reduction (a name: planning loads no MPI)
 
     def identity(self, dtype) -> object:
         """The element that leaves a reduction unchanged, for ``dtype``."""
@@ -46,10 +47,10 @@ class ReduceOp:
 
 
 REDUCE_OPS = {
-    "sum": ReduceOp("sum", np.add, linear=True, idempotent=False),
-    "avg": ReduceOp("avg", np.add, linear=True, idempotent=True),
-    "max": ReduceOp("max", np.maximum, linear=False, idempotent=True),
-    "min": ReduceOp("min", np.minimum, linear=False, idempotent=True),
+    "sum": ReduceOp("sum", np.add, linear=True, idempotent=False, mpi="SUM"),
+    "avg": ReduceOp("avg", np.add, linear=True, idempotent=True, mpi="SUM"),
+    "max": ReduceOp("max", np.maximum, linear=False, idempotent=True, mpi="MAX"),
+    "min": ReduceOp("min", np.minimum, linear=False, idempotent=True, mpi="MIN"),
 }
 
 

@@ -12,6 +12,8 @@ from __future__ import annotations
 import numpy as np
 from mpi4py import MPI
 
+from ..placement import REDUCE_OPS
+
 
 def _nan_op(ufunc):
     """An MPI op that combines floats with ``ufunc`` (np.maximum/np.minimum), so a NaN on any
@@ -23,7 +25,7 @@ def _nan_op(ufunc):
     return MPI.Op.Create(combine, commute=True)
 
 
-_MPI_OPS = {"sum": MPI.SUM, "avg": MPI.SUM, "max": MPI.MAX, "min": MPI.MIN}
+_MPI_OPS = {name: getattr(MPI, op.mpi) for name, op in REDUCE_OPS.items()}
 _MPI_BOOL_OPS = {"sum": MPI.LOR, "avg": MPI.LOR, "max": MPI.LOR, "min": MPI.LAND}
 _MPI_FLOAT_OPS = dict(_MPI_OPS, max=_nan_op(np.maximum), min=_nan_op(np.minimum))
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import List, Sequence, Tuple
 
-FUSIBLE = ("all_reduce", "all_gather", "reduce_scatter")
+from ..steps import FUSIBLE
 
 
 def first_readers(nodes) -> dict:

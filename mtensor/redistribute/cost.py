@@ -11,16 +11,14 @@ from dataclasses import dataclass
 from typing import Tuple
 
 from ..placement import Partial, Placement, Shard
-
-COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all")
+from ..steps import COLLECTIVES, STEP_KINDS
 
 
 def bus_bytes(kind: str, n: int, nbytes: int) -> int:
-    """Bytes one rank moves for collective ``kind`` on ``n`` ranks over an S-byte buffer."""
-    if n <= 1 or kind not in COLLECTIVES:
+    """Bytes one rank moves for step ``kind`` on ``n`` ranks over an S-byte buffer."""
+    if n <= 1:
         return 0
-    factor = 2 if kind == "all_reduce" else 1
-    return factor * (n - 1) * nbytes // n
+    return STEP_KINDS[kind].bus_factor * (n - 1) * nbytes // n
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,8 @@ import numpy as np
 from .. import buffers, modes
 from ..comm import guard
 from ..placement import REDUCE_OPS, local_shape, max_local_shape, shard_bounds, shard_counts
-from .cost import COLLECTIVES, bus_bytes
+from ..steps import STEP_KINDS
+from .cost import bus_bytes
 from .plan import Step, plan_redistribute
 
 
@@ -101,7 +102,7 @@ class _Bound:
         c.group = self.mesh.communicator(i)
         c.run = getattr(c.group, step.kind)
         c.n, c.index, c.dtype = self.mesh.shape[i], self.mesh.coordinate[i], self.dtype
-        c.op = step.src.reduce_op if step.kind in ("all_reduce", "reduce_scatter") else None
+        c.op = step.src.reduce_op if STEP_KINDS[step.kind].reduces else None
         c.counts, c.recv_shape, c.out_shape = counts, recv_shape, self.local_shape(step.after)
         c.prepare, c.finish, c.global_shape = prepare, finish, self.shape
         if c.op == "avg":
@@ -235,7 +236,7 @@ class Program:
         every step reported to the tracer while ``mt.compile`` records."""
         tracer = modes.active.tracer
         for run, step in zip(self._runs, self.plan.steps):
-            if step.kind not in COLLECTIVES:
+            if not STEP_KINDS[step.kind].collective:
                 local = run(local) if tracer is None else tracer.call(step.kind, run, (local,))
                 continue
             start = time.perf_counter()

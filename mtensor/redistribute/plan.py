@@ -24,6 +24,7 @@ from functools import lru_cache
 from typing import Tuple
 
 from ..placement import Partial, Placement, Replicate, Shard, max_local_shape
+from ..steps import STEP_KINDS
 from .cost import CostModel, bus_bytes, get_cost_model
 
 Layout = Tuple[Placement, ...]
@@ -65,7 +66,7 @@ class Plan:
 
     @property
     def collectives(self) -> Tuple[Step, ...]:
-        return tuple(s for s in self.steps if not s.kind.startswith("local"))
+        return tuple(s for s in self.steps if STEP_KINDS[s.kind].collective)
 
 
 def _inner_shards(layout: Layout, mesh_shape, mesh_dim: int, tensor_dim: int) -> bool:
@@ -95,7 +96,7 @@ def _step_kind(layout: Layout, mesh_shape, i: int, dst: Placement, target: Layou
 
 def _step_bytes(kind, layout, new, shape, mesh_shape, i, itemsize) -> Tuple[int, int]:
     """(bytes the step prices, bus bytes it moves), from the largest block of each layout."""
-    sized = new if kind in ("all_gather", "local_slice") else layout
+    sized = new if STEP_KINDS[kind].sized_after else layout
     nbytes = math.prod(max_local_shape(shape, mesh_shape, sized)) * itemsize
     return nbytes, bus_bytes(kind, mesh_shape[i], nbytes)
 
@@ -135,7 +136,7 @@ def _search(src: Layout, dst: Layout, shape, mesh_shape, itemsize, model: CostMo
         for i, placement, kind in _moves(layout, dst, mesh_shape, ndim):
             new = layout[:i] + (placement,) + layout[i + 1:]
             nbytes, moved = _step_bytes(kind, layout, new, shape, mesh_shape, i, itemsize)
-            rank = (ncoll + (not kind.startswith("local")),
+            rank = (ncoll + STEP_KINDS[kind].collective,
                     cost + model.step_time(kind, i, mesh_shape[i], nbytes))
             if rank < best.get(new, (math.inf, math.inf)):
                 best[new] = rank

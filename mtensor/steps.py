@@ -1,0 +1,31 @@
+"""The step kinds of a redistribution, as data: one table that the planner, the cost model,
+the executor and bucketing all read.  A new kind is a row here, a builder in
+``redistribute/execute.py`` and, if it communicates, a method of the Communicator protocol.
+(The reduce ops a step may carry are the other table: ``placement.REDUCE_OPS``.)
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class StepKind:
+    name: str
+    collective: bool    # moves data between the ranks of a mesh dim (else local)
+    bus_factor: int     # bytes per rank = bus_factor * (n-1)/n * S (nccl-tests' convention)
+    sized_after: bool   # S is the block after the step (a gather grows it), else before
+    reduces: bool       # carries the source Partial's reduce op
+    fusible: bool       # a compiled step may fuse several into one bucket
+
+
+STEP_KINDS = {kind.name: kind for kind in (
+    StepKind("all_reduce", True, 2, False, True, True),
+    StepKind("all_gather", True, 1, True, False, True),
+    StepKind("reduce_scatter", True, 1, False, True, True),
+    StepKind("all_to_all", True, 1, False, False, False),
+    StepKind("local_slice", False, 0, True, False, False),
+    StepKind("local_partial", False, 0, False, False, False),
+)}
+
+COLLECTIVES = tuple(name for name, kind in STEP_KINDS.items() if kind.collective)
+FUSIBLE = tuple(name for name, kind in STEP_KINDS.items() if kind.fusible)
