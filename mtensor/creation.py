@@ -7,6 +7,7 @@ from typing import Optional, Sequence
 
 import numpy as np
 
+from .device import array_module
 from .dtensor import DTensor
 from .numpy_api import implements
 from .placement import Replicate, local_bounds, local_shape, reduced
@@ -27,24 +28,25 @@ def layout(op: str, shape, mesh, placements: Optional[Sequence] = None, dtype=No
 def _filled(op, fill, shape, dtype, mesh, placements):
     spec = layout(op, shape, mesh, placements, dtype)
     mine = local_shape(spec.shape, mesh.shape, spec.placements, mesh.coordinate)
-    return DTensor(fill(mine, spec.dtype), spec)
+    return DTensor(fill(mine, spec.dtype, array_module(mesh.device_type)), spec)
 
 
 def zeros(shape, dtype=float, *, mesh=None, placements=None) -> DTensor:
-    return _filled("zeros", np.zeros, shape, dtype, mesh, placements)
+    return _filled("zeros", lambda s, d, xp: xp.zeros(s, d), shape, dtype, mesh, placements)
 
 
 def ones(shape, dtype=float, *, mesh=None, placements=None) -> DTensor:
-    return _filled("ones", np.ones, shape, dtype, mesh, placements)
+    return _filled("ones", lambda s, d, xp: xp.ones(s, d), shape, dtype, mesh, placements)
 
 
 def empty(shape, dtype=float, *, mesh=None, placements=None) -> DTensor:
-    return _filled("empty", np.empty, shape, dtype, mesh, placements)
+    return _filled("empty", lambda s, d, xp: xp.empty(s, d), shape, dtype, mesh, placements)
 
 
 def full(shape, fill_value, dtype=None, *, mesh=None, placements=None) -> DTensor:
     dtype = np.asarray(fill_value).dtype if dtype is None else dtype
-    return _filled("full", lambda s, d: np.full(s, fill_value, d), shape, dtype, mesh, placements)
+    return _filled("full", lambda s, d, xp: xp.full(s, fill_value, d), shape, dtype, mesh,
+                   placements)
 
 
 def arange(start, stop=None, step=1, dtype=None, *, mesh=None, placements=None) -> DTensor:

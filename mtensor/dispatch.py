@@ -14,6 +14,7 @@ import cmath
 import numpy as np
 
 from . import modes, views
+from .device import is_block
 from .comm import guard
 from .dtensor import DTensor, _redistribution, guarded
 from .ops import RULES, OpCall, Operand, choose
@@ -38,6 +39,7 @@ class Decision:
         return spec
 
 
+MAX_DECISIONS = 16384     # cached signatures kept before the cache starts over
 _decisions: dict = {}
 _direct_into: dict = {}   # (op, target spec, operand spec) -> kernel, for x op= y as laid out
 _model = [None]  # the cost model the cached decisions were made with
@@ -74,6 +76,9 @@ def decision_for(name: str, operands, params=(), into=None) -> "Decision":
     try:
         decision = _decisions[key]
     except KeyError:
+        if len(_decisions) >= MAX_DECISIONS:   # a program of ever-new shapes: start over
+            _decisions.clear()
+            _direct_into.clear()
         decision = _decisions[key] = _decide(name, operands, params, into)
     if decision is not None and decision.check and not _values_fit(name, operands, decision):
         key = ("values", *key)
@@ -127,7 +132,7 @@ def run_decision(name: str, operands, params, decision):
                                  detail=_strategy(decision, operands))
     if decision.nout > 1:
         out = tuple(_wrap(r, decision) for r in result)
-    elif type(result) is np.ndarray and result.dtype in decision.specs:
+    elif is_block(result) and result.dtype in decision.specs:
         out = DTensor(result, decision.specs[result.dtype])
     else:
         out = _wrap(result, decision)
@@ -181,7 +186,7 @@ def _blocks(name, operands, decision) -> list:
     reuse = modes.active.reuse
     return [
         (o._local if type(o) is DTensor else o) if run is None
-        else _prepared(o, run, spec, reuse) if reuse is not None
+        else _laid_out_once(o, run, spec, reuse) if reuse is not None
         else run(o._local if type(o) is DTensor else o)
         for o, run, spec in zip(operands, decision.prepare, decision.in_specs)
     ]
@@ -204,7 +209,7 @@ def _as_used(operands, decision, blocks):
                  for o, b, spec in zip(operands, blocks, decision.in_specs))
 
 
-def _prepared(operand, run, spec, reuse: dict):
+def _laid_out_once(operand, run, spec, reuse: dict):
     """During a backward pass a tensor is redistributed once per layout, however many
     products use it; ``reuse[id]`` also keeps its latest layout, which the pass hands to the
     next product (the memo lives as long as the pass and keeps the operand alive)."""
@@ -217,8 +222,8 @@ def _prepared(operand, run, spec, reuse: dict):
 
 
 def _wrap(result, decision: Decision) -> DTensor:
-    if type(result) is not np.ndarray:
-        result = np.asarray(result)
+    if not is_block(result):
+        result = np.asarray(result)       # numpy reductions return scalars
     return DTensor(result, decision.out_spec(result.dtype))
 
 
@@ -250,7 +255,7 @@ def _decide(name: str, operands, params, into=None, unsafe=False) -> Decision:
         return None
     in_layouts, out_layout, predicted = chosen
     d = Decision()
-    prepared = [_preparer(o, layout, mesh, model) for o, layout in zip(operands, in_layouts)]
+    prepared = [_layout_program(o, layout, mesh, model) for o, layout in zip(operands, in_layouts)]
     d.prepare = tuple(run for run, _ in prepared)
     d.in_specs = tuple(spec for _, spec in prepared)
     # every operand a DTensor already laid out as wanted: the common, fastest case
@@ -266,7 +271,7 @@ def _decide(name: str, operands, params, into=None, unsafe=False) -> Decision:
     return d
 
 
-def _preparer(operand, layout, mesh, model):
+def _layout_program(operand, layout, mesh, model):
     """(what turns the operand into the block the strategy wants, the spec of that block);
     (None, None) when the operand is used as it is."""
     if type(operand) is DTensor:

@@ -13,7 +13,7 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from . import modes, views
+from . import device, modes, views
 from .comm import guard
 from .placement import (
     Placement,
@@ -180,7 +180,7 @@ def _scatter_from(array, spec: DTensorSpec, root: int) -> np.ndarray:
     """Root sends every rank its block: one Bcast if nothing is sharded, else one Scatterv."""
     mesh = spec.mesh
     mine = local_shape(spec.shape, mesh.shape, spec.placements, mesh.coordinate)
-    out = np.empty(mine, dtype=spec.dtype)
+    out = device.empty(mine, spec.dtype)
     is_root = mesh.comm.rank == root
     if not any(isinstance(p, Shard) for p in spec.placements):
         if is_root:

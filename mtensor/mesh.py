@@ -13,8 +13,8 @@ from typing import Optional, Sequence, Tuple, Union
 
 from . import comm as _comm
 from .comm import abort
+from .device import DEVICES
 
-DEVICE_TYPES = ("cpu",)
 
 
 def _mesh_error(what: str, fix: str) -> ValueError:
@@ -39,9 +39,9 @@ def _check_mesh_args(mesh_shape, mesh_dim_names, device_type, comm_size) -> Tupl
                 f"mesh_dim_names {names} must name each of the {len(shape)} mesh dims once",
                 f"pass {len(shape)} distinct names",
             )
-    if device_type not in DEVICE_TYPES:
+    if device_type not in DEVICES:
         raise _mesh_error(f"device_type {device_type!r} is not supported",
-                          f"use one of {DEVICE_TYPES}")
+                          f"use one of {tuple(DEVICES)}")
     return shape
 
 

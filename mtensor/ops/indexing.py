@@ -47,12 +47,12 @@ def _fill_kernel(plan, out_bounds):
     """This rank's terms: the part of ``x[key]`` inside its block, zeros elsewhere."""
     shape = tuple(hi - lo for lo, hi in out_bounds)
     if plan is None:
-        return lambda a: np.zeros(shape, a.dtype)
+        return lambda a: np.zeros(shape, a.dtype, like=a)
     src, region_key = plan
     dst = region_index(region_key, [lo for lo, _ in out_bounds])
 
     def fill(a):
-        out = np.zeros(shape, a.dtype)
+        out = np.zeros(shape, a.dtype, like=a)
         out[dst] = a[src]
         return out
     return fill
@@ -81,7 +81,7 @@ def index_put_rule(call: OpCall) -> Strategy:
         mine = local_shape(tuple(shape), mesh.shape, out_layout, mesh.coordinate)
 
         def put(g):
-            out = np.zeros(mine, g.dtype)
+            out = np.zeros(mine, g.dtype, like=g)
             out[plain] = np.squeeze(g, axis=tuple(none_dims)) if none_dims else g
             return out
         return put

@@ -15,7 +15,7 @@ import math
 
 import numpy as np
 
-from .. import buffers
+from .. import device
 
 
 class Bucket:
@@ -50,15 +50,16 @@ class Bucket:
 
     def pack(self, env):
         """(send buffer, receive buffer) from the members' inputs."""
-        recv = buffers.empty(self.recv_shape, self.dtype)
+        first = env[self.ins[0]]
+        recv = device.empty(self.recv_shape, self.dtype, like=first)
         if not self.fused:
-            return self.members[0].prepare(env[self.ins[0]]), recv
+            return self.members[0].prepare(first), recv
         sends = [m.prepare(env[s]).reshape(-1) for m, s in zip(self.members, self.ins)]
         if self.kind in ("all_reduce", "all_gather"):
-            send = buffers.empty((sum(a.size for a in sends),), self.dtype)
+            send = device.empty((sum(a.size for a in sends),), self.dtype, like=first)
             np.concatenate(sends, out=send)
             return send, recv
-        send = buffers.empty((sum(self.counts),), self.dtype)
+        send = device.empty((sum(self.counts),), self.dtype, like=first)
         for flat, pieces in zip(sends, self.pieces):
             for at, start, n in pieces:
                 send[at:at + n] = flat[start:start + n]
@@ -76,7 +77,7 @@ class Bucket:
                 at, n = self.mine[i]
                 piece = recv[at:at + n].reshape(m.recv_shape)
             else:
-                piece = buffers.empty(m.recv_shape, self.dtype)
+                piece = device.empty(m.recv_shape, self.dtype, like=recv)
                 flat = piece.reshape(-1)
                 for at, start, n in self.pieces[i]:
                     flat[start:start + n] = recv[at:at + n]

@@ -13,7 +13,7 @@ import time
 
 import numpy as np
 
-from .. import buffers, modes
+from .. import device, modes
 from ..comm import guard
 from ..placement import REDUCE_OPS, local_shape, max_local_shape, shard_bounds, shard_counts
 from ..steps import STEP_KINDS
@@ -34,7 +34,7 @@ def _to_front(a: np.ndarray, dim: int) -> np.ndarray:
     """``a`` with ``dim`` moved to axis 0, C-contiguous (no copy when it already is)."""
     if dim == 0:
         return np.ascontiguousarray(a)
-    out = buffers.empty(_front_shape(a.shape, dim), a.dtype)
+    out = device.empty(_front_shape(a.shape, dim), a.dtype, like=a)
     np.copyto(out, a.transpose(_front_axes(a.ndim, dim)))
     return out
 
@@ -49,7 +49,7 @@ def _from_front(a: np.ndarray, dim: int) -> np.ndarray:
     if dim == 0:
         return a
     moved = a.transpose(_back_axes(a.ndim, dim))
-    out = buffers.empty(moved.shape, a.dtype)
+    out = device.empty(moved.shape, a.dtype, like=a)
     np.copyto(out, moved)
     return out
 
@@ -71,7 +71,7 @@ class Collective:
                  "global_shape")
 
     def __call__(self, local: np.ndarray) -> np.ndarray:
-        recv = buffers.empty(self.recv_shape, self.dtype)
+        recv = device.empty(self.recv_shape, self.dtype, like=local)
         self.run(self.prepare(local), recv, self.counts, self.op)
         self.count()
         return self.finish(recv)
@@ -86,7 +86,7 @@ def _same(a):
     return a
 
 
-class _Bound:
+class _RankPlan:
     """What every step builder needs: this rank's view of the plan."""
 
     def __init__(self, mesh, shape, dtype):
@@ -118,12 +118,12 @@ def _divide(out, n):
     return out
 
 
-def _all_reduce(step: Step, b: _Bound):
+def _all_reduce(step: Step, b: _RankPlan):
     shape = b.local_shape(step.before)
     return b.collective(step, step.before, shape, None, np.ascontiguousarray, _same)
 
 
-def _all_gather(step: Step, b: _Bound):
+def _all_gather(step: Step, b: _RankPlan):
     d = step.src.dim
     full = b.local_shape(step.after)
     rest = math.prod(full[:d] + full[d + 1:])
@@ -132,7 +132,7 @@ def _all_gather(step: Step, b: _Bound):
                         lambda local: _to_front(local, d), lambda out: _from_front(out, d))
 
 
-def _reduce_scatter(step: Step, b: _Bound):
+def _reduce_scatter(step: Step, b: _RankPlan):
     e, n = step.dst.dim, b.mesh.shape[step.mesh_dim]
     before, mine = b.local_shape(step.before), b.local_shape(step.after)
     rest = math.prod(mine[:e] + mine[e + 1:])
@@ -141,7 +141,7 @@ def _reduce_scatter(step: Step, b: _Bound):
                         lambda local: _to_front(local, e), lambda out: _from_front(out, e))
 
 
-def _all_to_all(step: Step, b: _Bound):
+def _all_to_all(step: Step, b: _RankPlan):
     """S(d) -> S(e): piece k of dim e goes to rank k; everyone's dim-d pieces come back."""
     d, e = step.src.dim, step.dst.dim
     n = b.mesh.shape[step.mesh_dim]
@@ -163,7 +163,7 @@ def _pack_even(shape, d, e, n):
 
     def pack(local):
         chunks = local.reshape(split).transpose(axes)
-        send = buffers.empty(chunks.shape, local.dtype)
+        send = device.empty(chunks.shape, local.dtype, like=local)
         np.copyto(send, chunks)
         return send.reshape(-1)
     return pack
@@ -177,7 +177,7 @@ def _pack_uneven(shape, d, e, n, counts):
     axes = _front_axes(len(shape), d)
 
     def pack(local):
-        send = buffers.empty((local.size,), local.dtype)
+        send = device.empty((local.size,), local.dtype, like=local)
         for k in range(n):
             chunk = local[index[k]].transpose(axes)
             send[offsets[k]:offsets[k + 1]].reshape(chunk.shape)[...] = chunk
@@ -185,20 +185,20 @@ def _pack_uneven(shape, d, e, n, counts):
     return pack
 
 
-def _local_slice(step: Step, b: _Bound):
+def _local_slice(step: Step, b: _RankPlan):
     e, i = step.dst.dim, step.mesh_dim
     before = b.local_shape(step.before)
     index = (slice(None),) * e + (slice(*shard_bounds(before[e], b.mesh.shape[i], b.mesh.coordinate[i])),)
 
     def run(local):
         block = local[index]
-        out = buffers.empty(block.shape, local.dtype)
+        out = device.empty(block.shape, local.dtype, like=local)
         np.copyto(out, block)
         return out
     return run
 
 
-def _local_partial(step: Step, b: _Bound):
+def _local_partial(step: Step, b: _RankPlan):
     op = REDUCE_OPS[step.dst.reduce_op]
     if op.idempotent or b.mesh.coordinate[step.mesh_dim] == 0:
         return lambda local: local
@@ -221,7 +221,7 @@ class Program:
 
     __slots__ = ("plan", "_runs", "_bound")
 
-    def __init__(self, plan, runs, bound: _Bound):
+    def __init__(self, plan, runs, bound: _RankPlan):
         self.plan, self._runs, self._bound = plan, tuple(runs), bound
 
     def __call__(self, local: np.ndarray) -> np.ndarray:
@@ -261,5 +261,5 @@ def bind_program(mesh, src, dst, shape, dtype, model) -> Program:
     """The program that turns this rank's ``src`` block into its ``dst`` block (the caller
     caches it per spec)."""
     plan = plan_redistribute(src, dst, shape, mesh.shape, dtype.itemsize, model)
-    bound = _Bound(mesh, shape, dtype)
+    bound = _RankPlan(mesh, shape, dtype)
     return Program(plan, [_BUILDERS[s.kind](s, bound) for s in plan.steps], bound)

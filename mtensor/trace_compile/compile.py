@@ -19,6 +19,7 @@ import functools
 import numpy as np
 
 from .. import modes, views
+from ..device import is_block
 from ..debug.explain import Explanation
 from ..debug.trace_export import export_trace
 from ..dispatch import _const_key
@@ -47,7 +48,7 @@ def compile(fn=None, *, bucket_cap_mb: float = 25, first_bucket_mb: float = 1,
 def _leaf_key(leaf):
     if type(leaf) is DTensor:
         return leaf.spec
-    if type(leaf) is np.ndarray:
+    if is_block(leaf):
         return _const_key(leaf)
     try:
         hash(leaf)
@@ -145,7 +146,7 @@ class Compiled:
 
 
 def _is_array(leaf) -> bool:
-    return type(leaf) is DTensor or type(leaf) is np.ndarray
+    return type(leaf) is DTensor or is_block(leaf)
 
 
 def _nbytes(leaves) -> int:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Dict, Tuple
 
-import numpy as np
+from ..device import is_block
 
 
 @dataclass(frozen=True)
@@ -55,7 +55,7 @@ def _arg(slot: int, consts) -> str:
     if slot not in consts:
         return f"%{slot}"
     value = consts[slot]
-    if type(value) is np.ndarray:
+    if is_block(value):
         return f"const{list(value.shape)}"
     return repr(value) if not callable(value) else getattr(value, "__name__", "fn")
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import time
 import numpy as np
 
+from ..device import is_block
 from .graph import Node
 
 
@@ -25,7 +26,7 @@ class Tracer:
     def _new(self, value) -> int:
         slot = len(self.values)
         self.values.append(value)
-        if type(value) is np.ndarray:
+        if is_block(value):
             self._slot_of[id(value)] = slot
         return slot
 
@@ -34,7 +35,7 @@ class Tracer:
 
     def ref(self, value) -> int:
         """The slot of a value an op reads: recorded before, or a new constant."""
-        if type(value) is np.ndarray:
+        if is_block(value):
             slot = self._slot_of.get(id(value))
             if slot is not None:
                 return slot
@@ -51,7 +52,7 @@ class Tracer:
         result = fn(*args)
         seconds = time.perf_counter() - start
         produced = () if nout == 0 else (result,) if nout == 1 else result
-        if any(type(r) is not np.ndarray for r in produced):
+        if not all(is_block(r) for r in produced):
             fn = _as_arrays(fn, nout)
             produced = tuple(np.asarray(r) for r in produced)
             result = produced[0] if nout == 1 else produced
