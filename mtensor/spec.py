@@ -30,6 +30,12 @@ class DTensorSpec:
     def __hash__(self) -> int:
         return self._hash
 
+    @property
+    def device(self) -> str:
+        """The device type of the blocks (the mesh's: a mesh holds one kind of block, so
+        operands on different devices live on different meshes, which ops refuse)."""
+        return self.mesh.device_type
+
     def __repr__(self) -> str:
         return f"Spec({list(self.placements)}, shape={self.shape}, dtype={self.dtype})"
 
@@ -83,8 +89,10 @@ def check_shape(op: str, shape, ndim: int) -> Tuple[int, ...]:
 
 def check_same_mesh(op: str, mesh_a, mesh_b) -> None:
     if mesh_a != mesh_b:
+        devices = (f" and devices ({mesh_a.device_type} and {mesh_b.device_type})"
+                   if mesh_a.device_type != mesh_b.device_type else "")
         raise ValueError(
-            f"{op}: operands live on different meshes ({mesh_a} and {mesh_b}); "
+            f"{op}: operands live on different meshes ({mesh_a} and {mesh_b}){devices}; "
             f"redistribute one onto the other's mesh first"
         )
 
