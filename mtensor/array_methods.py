@@ -11,7 +11,7 @@ import numpy as np
 
 from . import numpy_api as api
 from . import numpy_shapes as shapes
-from . import writes
+from . import inplace, writes
 from .dispatch import dispatch
 
 _BINARY = {
@@ -29,7 +29,7 @@ def _binary(op):
 
 
 def _inplace(op):
-    return lambda self, other: writes.inplace(op, self, other)
+    return lambda self, other: inplace.inplace(op, self, other)
 
 
 def _reflected(op):
@@ -75,7 +75,7 @@ METHODS = {
     "__rmatmul__": lambda self, other: api.matmul(other, self),
     "__getitem__": shapes.getitem,
     "__setitem__": writes.setitem,
-    "__imatmul__": writes.inplace_matmul,
+    "__imatmul__": inplace.inplace_matmul,
     "fill": lambda self, value: writes.assign(self, writes.WHOLE, value),
     "__len__": lambda self: self.shape[0] if self.shape else _unsized(),
     "__iter__": lambda self: (self[i] for i in range(len(self))),

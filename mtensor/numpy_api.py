@@ -13,7 +13,7 @@ import math
 import numpy as np
 
 from . import dispatch as _dispatch
-from . import writes
+from . import inplace
 from .dtensor import DTensor
 from .placement import reduced
 
@@ -57,7 +57,7 @@ _UFUNC_REDUCTIONS = {"add": "sum", "multiply": "prod", "maximum": "max", "minimu
 
 def _out(result, out, casting="unsafe"):
     """numpy's ``out=`` (reductions and functions cast unsafely into it, as numpy does)."""
-    return result if out is None else writes.write_out(result, out, casting)
+    return result if out is None else inplace.write_out(result, out, casting)
 
 
 def apply_ufunc(ufunc, method, inputs, kwargs):
@@ -66,7 +66,7 @@ def apply_ufunc(ufunc, method, inputs, kwargs):
     if not kwargs and method == "__call__" and ufunc.signature is None:
         return _dispatch.dispatch(ufunc.__name__, inputs)
     if method == "at":
-        return writes.ufunc_at(ufunc, *inputs)
+        return inplace.ufunc_at(ufunc, *inputs)
     out = kwargs.pop("out", None)
     if out is not None and builtins.all(o is None for o in out):
         out = None
@@ -78,9 +78,9 @@ def apply_ufunc(ufunc, method, inputs, kwargs):
                 and type(out[0]) is DTensor and casting == "same_kind"):
             if "dtype" in kwargs:
                 kwargs["dtype"] = _dtype(kwargs["dtype"])
-            return writes.call_into(ufunc.__name__, inputs, tuple(sorted(kwargs.items())),
+            return inplace.call_into(ufunc.__name__, inputs, tuple(sorted(kwargs.items())),
                                     out[0], ufunc)
-        return writes.write_out(apply_ufunc(ufunc, method, inputs, kwargs), out, casting)
+        return inplace.write_out(apply_ufunc(ufunc, method, inputs, kwargs), out, casting)
     if method == "reduce" and ufunc.__name__ in _UFUNC_REDUCTIONS:
         axis = kwargs.pop("axis", 0)
         refuse(f"{ufunc.__name__}.reduce", **{k: v for k, v in kwargs.items()

@@ -16,8 +16,6 @@ from __future__ import annotations
 
 import functools
 
-import numpy as np
-
 from .. import modes, views
 from ..device import is_block
 from ..debug.explain import Explanation

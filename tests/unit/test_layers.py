@@ -31,7 +31,7 @@ LAYERS = [
     # 5. dispatch
     ["mtensor.dispatch"],
     # 6. numpy's API on DTensors
-    ["mtensor.writes", "mtensor.numpy_api", "mtensor.numpy_shapes", "mtensor.numpy_writes",
+    ["mtensor.writes", "mtensor.inplace", "mtensor.numpy_api", "mtensor.numpy_shapes", "mtensor.numpy_writes",
      "mtensor.array_methods", "mtensor.creation", "mtensor.random"],
     # 7. programs of DTensor ops: gradients, optimizers, compile, explain
     ["mtensor.autodiff.tape", "mtensor.autodiff.vjps", "mtensor.autodiff.api",
