@@ -75,6 +75,13 @@ def real_run(args):
     return rows, held, mt.explain(step, x, a, b).hidden_fraction
 
 
+def positive(text):
+    """argparse type: an integer >= 1."""
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}")
+    return int(text)
+
+
 def _collective_text(collectives):
     counts = Counter((c[0], c[1]) for c in collectives)
     return ", ".join(f"{k} (mesh dim {d})" + (f" x{n}" if n > 1 else "")
@@ -83,9 +90,10 @@ def _collective_text(collectives):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--mesh-size", type=int, default=None, help="N ranks (default: world size)")
-    parser.add_argument("--d", type=int, default=256, help="hidden size (A is d x 4d)")
-    parser.add_argument("--batch", type=int, default=16)
+    parser.add_argument("--mesh-size", type=positive, default=None,
+                        help="N ranks, N >= 1 (default: world size; 8 in a dry run)")
+    parser.add_argument("--d", type=positive, default=256, help="hidden size (A is d x 4d)")
+    parser.add_argument("--batch", type=positive, default=16)
     parser.add_argument("--annotation", choices=sorted(ANNOTATIONS), default="good")
     parser.add_argument("--dry-run", action="store_true", help="price from shapes alone")
     args = parser.parse_args()
@@ -98,7 +106,7 @@ def main():
     print(f"{args.annotation} annotation: X {shapes(args)['X']} [{x_p}], A {shapes(args)['A']} "
           f"[{a_p}], B {shapes(args)['B']} [{b_p}], float32, {args.mesh_size} ranks"
           f"{' (dry run)' if args.dry_run else ''}")
-    print(f"| step | placements | collectives inserted | comm bytes per rank |\n|---|---|---|---:|")
+    print("| step | placements | collectives inserted | comm bytes per rank |\n|---|---|---|---:|")
     for label, placements, collectives in rows:
         print(f"| {label} | {list(placements)} | {_collective_text(collectives)} | "
               f"{sum(c[2] for c in collectives):,} |")

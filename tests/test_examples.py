@@ -47,19 +47,19 @@ def _train(n, *args):
     lines = result.stdout.splitlines()
     summary = next(ln for ln in lines if ln.startswith("mesh "))
     assert "held-out accuracy" in summary
-    return float(next(ln for ln in lines if ln.startswith("checksum")).split()[1]), result.stdout
+    return next(ln for ln in lines if ln.startswith("checksum")), result.stdout
 
 
 def test_train_follows_one_loss_curve_on_every_mesh():
     """The same losses (to float rounding) at 1, 2 and 4 ranks, on 2-D and 1-D meshes, eager
-    and compiled."""
+    and compiled: the checksum's printed digits (12 significant) are equal."""
     reference, _ = _train(1)
     runs = [(2, ()), (4, ()), (4, ("--mesh", "4x1")), (4, ("--compile",))]
     for n, args in runs:
         checksum, out = _train(n, *args)
-        assert abs(checksum - reference) <= 1e-9 * abs(reference), (n, args, out[-2000:])
+        assert checksum == reference, (n, args, reference, out[-2000:])
         if "--compile" in args:
-            assert "collectives in" in out and "buckets" in out
+            assert "collectives in" in out and "bucket" in out
 
 
 def _totals(stdout):

@@ -36,3 +36,4 @@ def test_notebook_runs_on_two_mpi_engines():
     assert len(losses) == 2 and losses[0] == losses[1], text
     assert "<- all_reduce" in text and "rank 1" in text
     assert text.rstrip().endswith("1134.0")
+    assert "exit_code" not in text and "[IPEngine" not in text, text   # a quiet shutdown

@@ -21,6 +21,10 @@ def _size(nbytes: float) -> str:
     return f"{nbytes / (1 << 20):.1f} MiB"
 
 
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" + ("" if n == 1 else "s")
+
+
 def _consumers(nodes) -> dict:
     """{index of the op that needs it (None: the result): [collective nodes]}: a collective is
     listed under the first op that reads its result, through chains of collectives."""
@@ -87,7 +91,8 @@ class Explanation:
 
     @property
     def summary(self) -> str:
-        return (f"{self.name}: {self.ncollectives} collectives in {len(self.rows)} buckets; "
+        return (f"{self.name}: {_count(self.ncollectives, 'collective')} in "
+                f"{_count(len(self.rows), 'bucket')}; "
                 f"predicted hidden {100 * self.hidden_fraction:.0f}% of "
                 f"{1e3 * self.comm_s:.3f} ms communication")
 
