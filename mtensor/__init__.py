@@ -1,10 +1,11 @@
 """mtensor: eager distributed tensors over MPI, in the spirit of PyTorch's DTensor."""
-from . import optim, random
+from . import checkpoint, optim, random
 from .autodiff import vjps as _vjps  # noqa: F401  (registers the gradient rules)
 from .autodiff.api import grad, value_and_grad
 from .comm import guard as _guard
 from .comm.abort import set_abort_on_error
 from .comm.guard import CollectiveMismatchError, set_checks, set_timeout
+from .checkpoint import load, save
 from .creation import arange, empty, empty_like, full, full_like, ones, ones_like, zeros, zeros_like
 from .debug import CommDebugMode, visualize_sharding
 from .array_methods import install as _install_array_methods
@@ -28,11 +29,11 @@ __all__ = [
     "CollectiveMismatchError", "CommDebugMode", "CostModel", "DTensor", "DeviceMesh", "Partial", "Replicate", "Shard", "all", "any",
     "arange", "argmax", "argmin", "astype", "broadcast_to", "calibrate", "clip", "compile", "concatenate", "copy", "dot",
     "einsum", "empty", "empty_like", "expand_dims", "explain", "full", "full_like", "distribute_tensor", "get_cost_model", "grad",
-    "init_device_mesh", "matmul", "optim", "max", "mean", "min", "moveaxis", "ones", "ones_like", "prod",
-    "random", "ravel", "reshape", "set_abort_on_error", "set_checks", "set_cost_model", "set_timeout", "squeeze", "stack", "std", "sum", "swapaxes", "tensordot",
+    "init_device_mesh", "load", "matmul", "optim", "max", "mean", "min", "moveaxis", "ones", "ones_like", "prod",
+    "random", "ravel", "reshape", "save", "set_abort_on_error", "set_checks", "set_cost_model", "set_timeout", "squeeze", "stack", "std", "sum", "swapaxes", "tensordot",
     "transpose", "value_and_grad", "var", "visualize_sharding", "where", "zeros", "zeros_like",
 ]
-__version__ = "0.1.0"
+from .version import __version__
 
 _install_array_methods(DTensor)   # numpy's operators and methods on DTensor
 _guard.configure_from_env()

@@ -13,7 +13,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "mtensor"
 LAYERS = [
     # 0. pure data and the mode slots: no MPI, no DTensor
     ["mtensor.placement", "mtensor.steps", "mtensor.modes", "mtensor.buffers",
-     "mtensor.pytree", "mtensor.device"],
+     "mtensor.pytree", "mtensor.device", "mtensor.version"],
     # 1. planning: specs, sharding rules, plans, cost model, graph passes (no MPI)
     ["mtensor.spec", "mtensor.ops", "mtensor.redistribute.cost", "mtensor.redistribute.plan",
      "mtensor.redistribute", "mtensor.trace_compile", "mtensor.trace_compile.graph",
@@ -35,7 +35,7 @@ LAYERS = [
      "mtensor.array_methods", "mtensor.creation", "mtensor.random"],
     # 7. programs of DTensor ops: gradients, optimizers, compile, explain
     ["mtensor.autodiff.tape", "mtensor.autodiff.vjps", "mtensor.autodiff.api",
-     "mtensor.optim", "mtensor.trace_compile.compile"],
+     "mtensor.optim", "mtensor.trace_compile.compile", "mtensor.checkpoint"],
     # 8. the public package
     ["mtensor"],
 ]

@@ -1,0 +1,121 @@
+"""A rank killed with SIGKILL in the middle of a checkpoint save never costs the checkpoint.
+
+Each run is its own ``mpiexec -n 2`` (under a timeout) that saves step k over the
+checkpoint of an earlier step while one rank kills itself at a chosen point: inside each
+phase of the save on either rank, at rank 0's commit and publish, or after a random delay.
+Afterwards a plain process loads the checkpoint: it must be complete and be either the one
+committed before or the new one, never a mix.  ``MTENSOR_FAULT_RUNS`` caps the runs.
+"""
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+import pytest
+
+from test_mpi_suites import mpiexec
+
+pytest.importorskip("zarr")
+
+SCRIPT = r"""
+import os, signal, sys, threading
+import numpy as np
+import mtensor as mt
+from mtensor import checkpoint as ck
+from mtensor.checkpoint import store
+from mpi4py import MPI
+
+path, step, victim, hook, nth, delay = sys.argv[1:7]
+step, victim, nth, delay = int(step), int(victim), int(nth), float(delay)
+rank = MPI.COMM_WORLD.rank
+mesh = mt.init_device_mesh((MPI.COMM_WORLD.size,))
+state = {"w": mt.distribute_tensor(np.full((6, 4), float(step)), mesh, [mt.Shard(0)]),
+         "b": mt.distribute_tensor(np.arange(5.0) + step, mesh, [mt.Replicate()]),
+         "step": step}
+
+def die():
+    os.kill(os.getpid(), signal.SIGKILL)
+
+if rank == victim and hook == "timer":
+    timer = threading.Timer(delay, die)
+    timer.daemon = True
+    timer.start()
+elif rank == victim and hook != "none":
+    when, name = hook.split(":")
+    real, calls = getattr(store, name), [0]
+    def wrapped(*args, **kwargs):
+        calls[0] += 1
+        if when == "before" and calls[0] == nth:
+            die()
+        out = real(*args, **kwargs)
+        if when == "after" and calls[0] == nth:
+            die()
+        return out
+    setattr(store, name, wrapped)
+MPI.COMM_WORLD.Barrier()
+ck.save(path, state)
+print("saved", step, flush=True)
+"""
+
+# (victim rank, hook, nth call): every phase of a save, on the rank that runs it
+POINTS = [
+    (0, "before:create_root", 1), (0, "after:create_root", 1),
+    (1, "before:create_arrays", 1), (0, "after:create_arrays", 1),
+    (1, "before:write_region", 1), (0, "before:write_region", 2),
+    (1, "after:write_region", 1), (0, "before:fsync", 1), (1, "after:fsync", 1),
+    (0, "before:commit", 1),
+    (0, "after:fsync", 2),          # in commit: metadata flushed, no marker yet
+    (0, "after:fsync", 3),          # in commit: marker written, not yet published
+    (0, "before:publish", 1), (0, "after:publish", 1), (0, "after:commit", 1),
+]
+
+
+def run_once(path, step, victim, hook, nth, delay):
+    env = dict(os.environ, PYTHONUNBUFFERED="1", MTENSOR_TIMEOUT="30")
+    proc = subprocess.Popen(
+        [mpiexec(), "-n", "2", sys.executable, "-c", SCRIPT, path, str(step), str(victim), hook,
+         str(nth), str(delay)],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        start_new_session=True)
+    try:
+        out, _ = proc.communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, _ = proc.communicate()
+        pytest.fail(f"{hook} on rank {victim}: mpiexec hung after the kill\n{out[-5000:]}")
+    return proc.returncode, out
+
+
+def test_sigkill_during_save_keeps_a_whole_checkpoint():
+    from mtensor import checkpoint as ck
+    runs = int(os.environ.get("MTENSOR_FAULT_RUNS", "20"))
+    rng = random.Random(0)
+    points = POINTS + [(rng.randrange(2), "timer", 0, rng.uniform(0.0, 0.4))
+                       for _ in range(max(0, runs - len(POINTS)))]
+    root = tempfile.mkdtemp(prefix="mtensor-ckpt-faults-")
+    path = os.path.join(root, "ck")
+    try:
+        code, out = run_once(path, 0, 0, "none", 0, 0.0)      # a clean first checkpoint
+        assert code == 0 and "saved 0" in out, out[-5000:]
+        committed = 0
+        for step, (victim, hook, nth, *rest) in enumerate(points[:runs], start=1):
+            delay = rest[0] if rest else 0.0
+            code, out = run_once(path, step, victim, hook, nth, delay)
+            got = ck.load(path)
+            assert got["step"] in (committed, step), (hook, victim, got["step"], out[-3000:])
+            s = got["step"]
+            assert np.array_equal(got["w"], np.full((6, 4), float(s))), (hook, victim)
+            assert np.array_equal(got["b"], np.arange(5.0) + s), (hook, victim)
+            if code == 0:
+                assert s == step, (hook, victim)
+            assert code != 0 or hook == "timer", f"{hook} on rank {victim} never ran"
+            committed = s
+        code, out = run_once(path, runs + 1, 0, "none", 0, 0.0)   # clears the leftovers
+        assert code == 0, out[-5000:]
+        assert os.listdir(root) == ["ck"], os.listdir(root)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
