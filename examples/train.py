@@ -3,6 +3,8 @@
     mpirun -n 8 python examples/train.py                     # mesh 2x4 (dp x tp)
     mpirun -n 4 python examples/train.py --mesh 4x1 --steps 100 --compile
     mpirun -n 4 python examples/train.py --mesh 4            # one number N means Nx1: 4x1
+    mpirun -n 4 python examples/train.py --save-every 100 --save-dir runs/a
+    mpirun -n 2 python examples/train.py --mesh 1x2 --resume runs/a/step-00200
 
 The data: a noisy 4-arm spiral (4096 points, 4 classes; seed 0, generated here, nothing
 downloaded), each point lifted to 64 features by a fixed random Fourier map; the first 3072
@@ -16,6 +18,19 @@ default is 1x1, 1x2, 2x2, 2x4 for 1, 2, 4, 8 ranks.  Gradients come from
 overlapped collectives).  Every mesh shape, eager or compiled, follows the same loss curve up
 to float rounding: the last line's checksum (the sum of every step's loss, printed to the 12
 significant digits every mesh agrees on) shows it.
+
+Checkpoints: ``--save-every K --save-dir DIR`` saves, after every K-th step, everything a run
+needs to go on exactly to ``DIR/step-{step:05d}`` with ``mt.save(..., keep=2)`` (the two newest
+stay): the parameters, Adam's state (its step count and its moments, saved as DTensors laid
+out like their parameters, since ``adam_init`` keeps them as each rank's local blocks), the
+step, the data position (the next batch's index; the batch order is fixed, so this restores
+it) and the losses so far.  ``--resume DIR/step-NNNNN`` loads such a checkpoint onto the
+current mesh (any mesh: 2x2 saved, 4x1, 1x2 or 1x1 resumed) and trains from the saved step up
+to ``--steps``; ``--batch``, ``--blocks``, ``--hidden`` and ``--lr`` must be the saved run's.
+The losses then follow an uninterrupted run's up to float rounding, and the summary and the
+checksum cover every step, those before the checkpoint too.  ``--print-losses`` prints
+``loss <step> <value>`` (steps from 1, 17 significant digits) on rank 0 for every step this
+process ran, before the summary.
 """
 import argparse
 import re
@@ -27,6 +42,7 @@ from tqdm import tqdm
 
 import mtensor as mt
 from mtensor import Replicate, Shard
+from mtensor.pytree import flatten
 
 CLASSES, FEATURES, POINTS, TRAIN = 4, 64, 4096, 3072
 
@@ -89,6 +105,56 @@ def cross_entropy(params, x, y):
     return (log_sum - (z * y).sum(axis=1)).mean()
 
 
+def adam_as_dtensors(params, state):
+    """Adam's state with each moment (a local block, laid out like its parameter) wrapped as a
+    DTensor of its parameter's layout, so a checkpoint holds it as one global array."""
+    leaves, _ = flatten(params)
+
+    def wrap(blocks):
+        return [mt.DTensor.from_local(b, p.device_mesh, p.placements, shape=p.shape)
+                for b, p in zip(blocks, leaves)]
+    return {"step": state["step"], "m": wrap(state["m"]), "v": wrap(state["v"])}
+
+
+def adam_from_dtensors(saved):
+    """The inverse of ``adam_as_dtensors``: local blocks of the loaded moments (owned,
+    writable copies: ``mt.optim.adam`` updates them in place) and the step count."""
+    def blocks(moments):
+        return [np.array(m.to_local(), order="C") for m in moments]
+    return {"step": np.array(saved["step"], dtype=np.int64), "m": blocks(saved["m"]),
+            "v": blocks(saved["v"])}
+
+
+def run_config(args):
+    """The flags a resumed run must share with the saved one to continue it exactly."""
+    return {"batch": args.batch, "blocks": args.blocks, "hidden": args.hidden,
+            "lr": float(args.lr)}
+
+
+def checkpoint_state(params, state, step, next_batch, losses, args):
+    return {"params": params, "adam": adam_as_dtensors(params, state), "step": step,
+            "data": {"next_batch": next_batch}, "losses": np.array(losses, dtype=np.float64),
+            "config": run_config(args)}
+
+
+def resume(path, mesh, args, world):
+    """(params, Adam state, step, next batch index, losses so far) loaded from ``path`` onto
+    ``mesh`` through templates built on it."""
+    head = mt.load(path, like={"step": 0, "config": run_config(args)})    # scalars only
+    differ = {k: (v, head["config"][k]) for k, v in run_config(args).items()
+              if head["config"][k] != v}
+    if differ:
+        text = ", ".join(f"--{k} {mine} (saved: {saved})" for k, (mine, saved) in differ.items())
+        raise SystemExit(f"train.py: --resume {path}: {text}; pass the saved run's values"
+                         if world.rank == 0 else 1)
+    params = init_params(mesh, args.blocks, args.hidden)     # the template: layout and shapes
+    template = checkpoint_state(params, mt.optim.adam_init(params), 0, 0,
+                                np.zeros(head["step"]), args)
+    saved = mt.load(path, like=template)
+    return (saved["params"], adam_from_dtensors(saved["adam"]), saved["step"],
+            saved["data"]["next_batch"], [float(x) for x in saved["losses"]])
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mesh", metavar="DPxTP",
@@ -100,7 +166,17 @@ def main():
     parser.add_argument("--hidden", type=int, default=256)
     parser.add_argument("--lr", type=float, default=1e-2)
     parser.add_argument("--compile", action="store_true", help="run the step through mt.compile")
+    parser.add_argument("--save-every", type=int, metavar="K",
+                        help="save a checkpoint after every K-th step (the two newest stay)")
+    parser.add_argument("--save-dir", default="checkpoints", metavar="DIR",
+                        help="where --save-every writes DIR/step-NNNNN (default: checkpoints)")
+    parser.add_argument("--resume", metavar="PATH",
+                        help="continue the run saved at PATH (a DIR/step-NNNNN) on this mesh")
+    parser.add_argument("--print-losses", action="store_true",
+                        help="print 'loss <step> <value>' for every step run (rank 0)")
     args = parser.parse_args()
+    if args.save_every is not None and args.save_every < 1:
+        parser.error(f"--save-every {args.save_every}: pass a number of steps >= 1")
     world = MPI.COMM_WORLD
     try:
         shape = mesh_shape(args.mesh, world.size)
@@ -115,8 +191,15 @@ def main():
     batches = [(mt.distribute_tensor(features[i:i + args.batch], mesh, batch_split),
                 mt.distribute_tensor(onehot[i:i + args.batch], mesh, batch_split))
                for i in range(0, TRAIN - args.batch + 1, args.batch)]
-    params = init_params(mesh, args.blocks, args.hidden)
-    state = mt.optim.adam_init(params)
+    if args.resume:
+        try:
+            params, state, first, next_batch, losses = resume(args.resume, mesh, args, world)
+        except mt.checkpoint.CheckpointError as err:    # raised on every rank; said once
+            raise SystemExit(f"train.py: --resume: {err}" if world.rank == 0 else 1)
+    else:
+        params = init_params(mesh, args.blocks, args.hidden)
+        state = mt.optim.adam_init(params)
+        first, next_batch, losses = 0, 0, []
     loss_and_grads = mt.value_and_grad(cross_entropy)
 
     def train_step(params, state, x, y):
@@ -125,18 +208,29 @@ def main():
         return loss
 
     step = mt.compile(train_step) if args.compile else train_step
-    losses = []
-    bar = tqdm(range(args.steps), disable=world.rank != 0, unit="step", mininterval=0.5)
+    bar = tqdm(range(first, args.steps), disable=world.rank != 0, unit="step", mininterval=0.5)
+    if args.resume and world.rank == 0:
+        bar.write(f"resumed {args.resume} at step {first}")
     start = time.perf_counter()
     for i in bar:
-        x, y = batches[i % len(batches)]
+        x, y = batches[next_batch]
+        next_batch = (next_batch + 1) % len(batches)
         losses.append(float(step(params, state, x, y)))
-        bar.set_postfix(loss=f"{losses[-1]:.4f}", refresh=False,
-                        samples_s=f"{(i + 1) * args.batch / (time.perf_counter() - start):.0f}")
+        rate = (i + 1 - first) * args.batch / (time.perf_counter() - start)
+        bar.set_postfix(loss=f"{losses[-1]:.4f}", refresh=False, samples_s=f"{rate:.0f}")
+        if args.save_every and (i + 1) % args.save_every == 0:
+            where = f"{args.save_dir}/step-{i + 1:05d}"
+            mt.save(where, checkpoint_state(params, state, i + 1, next_batch, losses, args),
+                    keep=2)
+            if world.rank == 0:
+                bar.write(f"saved {where}")
     held_out = mt.distribute_tensor(features[TRAIN:], mesh, batch_split)
     predicted = np.argmax(logits(params, held_out), axis=1).full_tensor()
     accuracy = float(np.mean(predicted == labels[TRAIN:]))
     if world.rank == 0:
+        if args.print_losses:
+            for i in range(first, args.steps):
+                print(f"loss {i + 1} {losses[i]:.17g}")
         mode = "compiled" if args.compile else "eager"
         print(f"mesh {shape} (dp x tp), {mode}, {args.steps} steps of batch {args.batch}: "
               f"loss {losses[0]:.4f} -> {losses[-1]:.4f}, held-out accuracy {accuracy:.3f}")

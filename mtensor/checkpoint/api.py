@@ -243,7 +243,7 @@ def load(path, like=None):
             if isinstance(leaf, DTensor):
                 mesh, target = leaf.device_mesh, reduced(leaf.placements)
                 region = local_slices(leaf.shape, mesh.shape, target, mesh.coordinate)
-                values.append(np.require(root[name][region], requirements="C"))
+                values.append(_native(root[name][region]))
             elif entry["kind"] == "array":
                 values.append(_read_whole(root, name, entry))
             else:
@@ -264,5 +264,11 @@ def load(path, like=None):
 
 
 def _read_whole(group, name, entry):
-    value = group[name][...]
-    return value[()] if entry.get("source") == "numpy_scalar" else np.asarray(value)
+    value = _native(group[name][...])
+    return value[()] if entry.get("source") == "numpy_scalar" else value
+
+
+def _native(block):
+    """zarr hands back explicitly little-endian dtypes ('<i8'); MPI needs the native one
+    ('int64'), or a reduction of the block finds its send and receive types differ."""
+    return np.require(block, dtype=block.dtype.newbyteorder("="), requirements="C")
