@@ -28,8 +28,8 @@ RTOL_OTHER_MESH = 1e-12
 
 
 def _launch(n, args):
-    result = run_under_mpi(n, args, timeout=LAUNCH_S)
-    assert result.returncode == 0, result.stdout[-5000:]
+    result = run_under_mpi(n, args, timeout=LAUNCH_S, merge_stderr=False)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     return result.stdout
 
 

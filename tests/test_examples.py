@@ -42,8 +42,8 @@ def test_compile_benchmark_runs():
 
 def _train(n, *args):
     result = run_under_mpi(n, ["examples/train.py", "--steps", "6", "--hidden", "32", *args],
-                           timeout=180)
-    assert result.returncode == 0, result.stdout
+                           timeout=180, merge_stderr=False)
+    assert result.returncode == 0, result.stdout + result.stderr[-5000:]
     lines = result.stdout.splitlines()
     summary = next(ln for ln in lines if ln.startswith("mesh "))
     assert "held-out accuracy" in summary

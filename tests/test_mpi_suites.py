@@ -29,22 +29,27 @@ def mpiexec() -> str:
     return found
 
 
-def run_under_mpi(n: int, args, timeout: int = LAUNCH_TIMEOUT_S) -> subprocess.CompletedProcess:
-    """Run ``python args...`` on ``n`` ranks; kill the whole job if it outlives ``timeout``."""
+def run_under_mpi(n: int, args, timeout: int = LAUNCH_TIMEOUT_S,
+                  merge_stderr: bool = True) -> subprocess.CompletedProcess:
+    """Run ``python args...`` on ``n`` ranks; kill the whole job if it outlives ``timeout``.
+    ``merge_stderr=False`` keeps stderr apart, so a progress bar on stderr cannot split the
+    lines a test reads from stdout (mpiexec interleaves the two streams byte by byte)."""
     env = dict(os.environ, MTENSOR_MPI_SUITE="1", PYTHONUNBUFFERED="1")
     env.setdefault("MTENSOR_TIMEOUT", "120")
     proc = subprocess.Popen(
         [mpiexec(), "-n", str(n), sys.executable, *args],
-        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        cwd=ROOT, env=env, stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT if merge_stderr else subprocess.PIPE, text=True,
         start_new_session=True,
     )
     try:
-        out, _ = proc.communicate(timeout=timeout)
+        out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
-        out, _ = proc.communicate()
-        pytest.fail(f"{n} ranks: no result after {timeout} s (deadlock?)\n{out[-20000:]}")
-    return subprocess.CompletedProcess(proc.args, proc.returncode, out)
+        out, err = proc.communicate()
+        pytest.fail(f"{n} ranks: no result after {timeout} s (deadlock?)\n{out[-20000:]}"
+                    f"{err or ''}")
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
 
 @pytest.mark.parametrize("n", SIZES)
