@@ -15,6 +15,8 @@ from .numpy_api import (
     all, any, argmax, argmin, astype, clip, copy, dot, einsum, matmul, max, mean, min, prod,
     std, sum, tensordot, var, where,
 )
+from . import numpy_joins as _numpy_joins  # noqa: F401  (registers vstack, pad, diag, ...)
+from . import numpy_scans as _numpy_scans  # noqa: F401  (ufunc outer/reduce/accumulate, cumsum)
 from . import numpy_writes as _numpy_writes  # noqa: F401  (registers copyto, put, ...)
 from .numpy_shapes import (
     broadcast_to, concatenate, expand_dims, moveaxis, ravel, reshape, squeeze, stack, swapaxes,

@@ -151,7 +151,20 @@ def init_device_mesh(
                           f"{len(shape)} mesh dims", "give one name, or one per mesh dim")
     for name in backends:
         _comm.backend(name)
-    cart = comm.Create_cart(list(shape), periods=[False] * len(shape), reorder=False)
-    coordinate = cart.Get_coords(cart.rank)
-    groups = [cart.Sub([d == k for k in range(len(shape))]) for d in range(len(shape))]
-    return DeviceMesh(cart, shape, mesh_dim_names, device_type, groups, coordinate, backends)
+    key = (comm.py2f(), shape, None if mesh_dim_names is None else tuple(mesh_dim_names),
+           device_type, backends)
+    mesh = _built.get(key)
+    if mesh is None:
+        cart = comm.Create_cart(list(shape), periods=[False] * len(shape), reorder=False)
+        coordinate = cart.Get_coords(cart.rank)
+        groups = [cart.Sub([d == k for k in range(len(shape))]) for d in range(len(shape))]
+        mesh = _built[key] = DeviceMesh(cart, shape, mesh_dim_names, device_type, groups,
+                                        coordinate, backends)
+    return mesh
+
+
+# Meshes built so far, by (communicator, shape, names, device, backends): building the same
+# mesh again returns it, as every rank asks alike.  MPI has a few thousand communicator ids
+# per process, and a mesh holds ndim + 1 communicators, so a program (or a test suite) that
+# builds a mesh per step would otherwise run out.
+_built: dict = {}

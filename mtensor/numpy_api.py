@@ -62,7 +62,7 @@ def _out(result, out, casting="unsafe"):
 
 def apply_ufunc(ufunc, method, inputs, kwargs):
     """``__array_ufunc__``: elementwise calls (``out=`` included), ``reduce`` for the
-    reductions above, and ``at``."""
+    reductions above, ``at``, and the methods :mod:`numpy_scans` registers."""
     if not kwargs and method == "__call__" and ufunc.signature is None:
         return _dispatch.dispatch(ufunc.__name__, inputs)
     if method == "at":
@@ -88,6 +88,9 @@ def apply_ufunc(ufunc, method, inputs, kwargs):
         name = _UFUNC_REDUCTIONS[ufunc.__name__]
         dtype = _dtype(kwargs.get("dtype")) if name in ("sum", "prod") else None
         return _run(name, inputs, (_axis(axis), bool(kwargs.get("keepdims", False)), dtype))
+    handler = HANDLED.get(("ufunc", method))   # outer, reduce, accumulate, reduceat
+    if handler is not None:                     # of any binary ufunc (numpy_scans)
+        return handler(ufunc, inputs, kwargs)
     if method != "__call__":
         raise TypeError(f"{ufunc.__name__}.{method}: not supported on DTensors; call "
                         f"full_tensor() or to_local() and use numpy directly")

@@ -16,7 +16,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 SIZES = [int(n) for n in os.environ.get("MTENSOR_MPI_SIZES", "1,2,3,4,8").split(",")]
-LAUNCH_TIMEOUT_S = int(os.environ.get("MTENSOR_LAUNCH_TIMEOUT", "300"))
+LAUNCH_TIMEOUT_S = int(os.environ.get("MTENSOR_LAUNCH_TIMEOUT", "480"))
 
 
 def mpiexec() -> str:

@@ -1,5 +1,5 @@
 """Sharding rules, one file per op family, all registered in ``registry.RULES``."""
-from . import contraction, indexing, join, pointwise, reduction, views  # noqa: F401  (register)
+from . import contraction, indexing, join, pointwise, reduction, ufunc_methods, views  # noqa: F401  (register)
 from .choose import choose
 from .registry import RULES, Choice, OpCall, Operand, Strategy
 

@@ -32,7 +32,8 @@ LAYERS = [
     ["mtensor.dispatch"],
     # 6. numpy's API on DTensors
     ["mtensor.writes", "mtensor.inplace", "mtensor.numpy_api", "mtensor.numpy_shapes", "mtensor.numpy_writes",
-     "mtensor.array_methods", "mtensor.creation", "mtensor.random"],
+     "mtensor.array_methods", "mtensor.creation", "mtensor.random", "mtensor.numpy_joins",
+     "mtensor.numpy_diag", "mtensor.numpy_scans"],
     # 7. programs of DTensor ops: gradients, optimizers, compile, explain
     ["mtensor.autodiff.tape", "mtensor.autodiff.vjps", "mtensor.autodiff.api",
      "mtensor.optim", "mtensor.trace_compile.compile", "mtensor.checkpoint"],
@@ -55,11 +56,13 @@ MODULES = _modules()
 
 
 def layer_of(module: str) -> int:
-    """The layer of the longest listed prefix of ``module``."""
+    """The layer of the longest listed prefix of ``module`` (the root package only for
+    itself, so a new module must be placed in a layer)."""
     best, level = -1, None
     for i, names in enumerate(LAYERS):
         for name in names:
-            if (module == name or module.startswith(name + ".")) and len(name) > best:
+            prefix = name != "mtensor" and module.startswith(name + ".")
+            if (module == name or prefix) and len(name) > best:
                 best, level = len(name), i
     assert level is not None, f"{module} is in no layer: add it to LAYERS"
     return level
