@@ -1,5 +1,5 @@
-"""The device layer: which array module holds a block, allocation by shape, type checks,
-transfers to the host and synchronisation; the one module that may import CuPy.
+"""The device layer: which array module holds a block, allocation by shape, type checks
+and transfers to the host; the one module that may import CuPy.
 
 A device type names a numpy-compatible array module (``DEVICES``), imported the first time
 a mesh or block of that type needs it, so CPU installs never import CuPy.  numpy functions
@@ -55,10 +55,3 @@ def empty(shape, dtype, like=None):
 def to_host(block) -> np.ndarray:
     """``block`` as a numpy array (a device-to-host copy off the host)."""
     return block if type(block) is np.ndarray else xp(block).asnumpy(block)
-
-
-def synchronize(block) -> None:
-    """Wait until the work that produces ``block`` is done (nothing to wait for on the host):
-    MPI reads a device buffer's memory directly, so the producing stream must finish first."""
-    if type(block) is not np.ndarray:
-        xp(block).cuda.get_current_stream().synchronize()

@@ -122,7 +122,7 @@ class DTensor:
         return DTensor(program(self._local), out_spec)
 
     def __array__(self, dtype=None, copy=None):
-        full = self.full_tensor()
+        full = device.to_host(self.full_tensor())      # numpy asks for a numpy array
         return full if dtype is None else full.astype(dtype)
 
     def __repr__(self) -> str:

@@ -13,10 +13,9 @@ import numpy as np
 from . import modes, views
 from .dispatch import dispatch, dispatch_into, inplace_direct
 from .dtensor import DTensor
-from .ops.index_plan import normalize_index
 from .placement import Partial
 from .spec import _fmt
-from .writes import WHOLE, assign, check_write, host_key
+from .writes import WHOLE, assign, check_write, entries_for
 
 
 def inplace(name: str, target: DTensor, other):
@@ -42,11 +41,8 @@ def call_into(name: str, operands, params, target: DTensor, fn=None):
         assign(target, WHOLE, fn(*operands, **dict(params)), "same_kind", name)
     elif not dispatch_into(name, operands, params, target):
         assign(target, WHOLE, dispatch(name, operands, params), "same_kind", name)
-        return target
-    if target._view is None:
-        target._version += 1
     else:
-        views.wrote(target)
+        views.wrote(target)       # assign counts its own write
     return target
 
 
@@ -78,7 +74,7 @@ def ufunc_at(ufunc, target, indices, values=None):
         raise TypeError(f"{ufunc.__name__}.at: target placements {_fmt(target.placements)} "
                         f"hold partial terms, which {ufunc.__name__}.at cannot update one "
                         f"by one; redistribute the target to Replicate() or Shard(dim) first")
-    entries = normalize_index(host_key(indices), target.shape, f"{ufunc.__name__}.at")
+    entries, _ = entries_for(indices, target.shape, f"{ufunc.__name__}.at")
     assign(target, entries, values, op=f"{ufunc.__name__}.at", at=ufunc)
 
 

@@ -9,12 +9,12 @@ loaded when the first mesh is built, and so is the abort-on-error hook.
 from __future__ import annotations
 
 import math
+import sys
 from typing import Optional, Sequence, Tuple, Union
 
 from . import comm as _comm
 from .comm import abort
 from .device import DEVICES
-
 
 
 def _mesh_error(what: str, fix: str) -> ValueError:
@@ -161,6 +161,18 @@ def init_device_mesh(
         mesh = _built[key] = DeviceMesh(cart, shape, mesh_dim_names, device_type, groups,
                                         coordinate, backends)
     return mesh
+
+
+def world_mesh() -> DeviceMesh:
+    """The 1-D mesh of every rank of ``MPI.COMM_WORLD`` (a collective the first time)."""
+    from mpi4py import MPI
+    return init_device_mesh((MPI.COMM_WORLD.size,))
+
+
+def mpi_running() -> bool:
+    """Whether MPI is loaded and initialised, asked without loading it."""
+    mpi = sys.modules.get("mpi4py.MPI")
+    return mpi is not None and mpi.Is_initialized()
 
 
 # Meshes built so far, by (communicator, shape, names, device, backends): building the same

@@ -12,11 +12,11 @@ import hashlib
 import os
 import secrets
 import shutil
-import sys
 
 import numpy as np
 
 from ..dtensor import DTensor, guarded
+from ..mesh import mpi_running, world_mesh
 from ..version import __version__
 from ..placement import Partial, local_slices, reduced
 from ..pytree import flatten
@@ -28,31 +28,28 @@ class CheckpointError(RuntimeError):
 
 
 class _Group:
-    """The ranks that call together: the DTensor leaves' mesh, else MPI.COMM_WORLD when
-    mpi4py is loaded, else this process alone."""
+    """The ranks that call together: the DTensor leaves' mesh, else every rank when MPI is
+    running (never loaded here if it is not), else this process alone."""
 
     def __init__(self, leaves):
         meshes = {x.device_mesh for x in leaves if isinstance(x, DTensor)}
         self.mesh = max(meshes, key=lambda m: m.size(), default=None)
-        self.comm = None
         if self.mesh is not None:
             ranks = set(self.mesh._world_ranks)
             if any(set(m._world_ranks) != ranks for m in meshes):
                 raise ValueError("mtensor.checkpoint: DTensor leaves live on meshes over "
                                  "different ranks; every leaf's mesh must span the same "
                                  "ranks (sub-meshes: save from the whole mesh)")
-            self.rank, self.size = self.mesh.comm.rank, self.mesh.size()
-        else:
-            mpi = sys.modules.get("mpi4py.MPI")         # never loaded here if not yet
-            self.comm = mpi.COMM_WORLD if mpi is not None and mpi.Is_initialized() else None
-            self.rank = 0 if self.comm is None else self.comm.rank
-            self.size = 1 if self.comm is None else self.comm.size
+        elif mpi_running():
+            self.mesh = world_mesh()
+        self.rank = 0 if self.mesh is None else self.mesh.comm.rank
+        self.size = 1 if self.mesh is None else self.mesh.size()
 
     def allgather(self, obj) -> list:
-        if self.mesh is not None:
-            with guarded("checkpoint", "allgather", (), np.uint8, self.mesh):
-                return self.mesh.communicator().allgather_object(obj)
-        return self.comm.allgather(obj) if self.comm is not None else [obj]
+        if self.mesh is None:
+            return [obj]
+        with guarded("checkpoint", "allgather", (), np.uint8, self.mesh):
+            return self.mesh.communicator().allgather_object(obj)
 
 
 def _attempt(fn):

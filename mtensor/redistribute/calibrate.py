@@ -11,7 +11,7 @@ import time
 
 import numpy as np
 
-from ..mesh import init_device_mesh
+from ..mesh import world_mesh
 from .cost import CostModel, bus_bytes, get_cost_model, set_cost_model
 
 
@@ -40,8 +40,7 @@ def calibrate(mesh=None, large_bytes: int = 4 << 20, repeats: int = 5,
     """Measure every mesh dim (a collective over the mesh; default: a 1-D mesh of every
     rank), return the model and, with ``install``, use it for every later choice and plan."""
     if mesh is None:
-        from mpi4py import MPI
-        mesh = init_device_mesh((MPI.COMM_WORLD.size,))
+        mesh = world_mesh()
     default = get_cost_model()
     measured = np.zeros(2 * mesh.ndim + 1, np.float64)
     for dim in range(mesh.ndim):
