@@ -184,6 +184,29 @@ def scaling_md(results):
     return out
 
 
+def algorithms_md(results):
+    runs = results["algorithms"]
+    cases = next((r["rows"] for r in runs.values() if r), [])
+    out = ["## 5. numpy's algorithms on split arrays", "",
+           "Each array split Shard(0) over every rank (sample sort; local scans and an "
+           "all-gather of one total per block; a halo of one value per block; TSQR) against "
+           "numpy on the whole array in one process, in the same launch (the other ranks "
+           "sleep while numpy runs). Ratio = one-process time / distributed time (above 1: "
+           "distributed is faster); medians, slowest rank. Above "
+           f"{os.cpu_count()} ranks the ranks share the cores.", "",
+           "| case | " + " | ".join(f"{n} ranks" for n in runs) + " |",
+           "|---|" + "---:|" * len(runs)]
+    for i, case in enumerate(cases):
+        cells = []
+        for r in runs.values():
+            row = r["rows"][i] if r else None
+            cells.append("failed" if row is None else
+                         f"{row['ratio']:.2f} ({ms(row['numpy_s'])} / {ms(row['mtensor_s'])} ms)"
+                         + ("" if row["correct"] else " WRONG"))
+        out.append(f"| {case['case']} | " + " | ".join(cells) + " |")
+    return out + [""]
+
+
 def headlines(results):
     out = []
     n = min(results["ranks"])
@@ -203,6 +226,11 @@ def headlines(results):
                    f"{ratio(c.get('mtensor'), c.get('hand'))}), compiled / hand "
                    f"{ratio(m.get('compiled'), m.get('hand'))}, mtensor / DTensor "
                    f"{ratio(m.get('mtensor'), m.get('DTensor'))}")
+    for n, r in results["algorithms"].items():
+        cells = [f"{row['case'].split(' (')[0]} {row['ratio']:.2f}"
+                 for row in (r or {}).get("rows", [])]
+        out.append(f"- numpy on the whole array in one process / split over {n} ranks: "
+                   + ", ".join(cells))
     return out
 
 
@@ -221,7 +249,8 @@ def write_report(results, out, argv):
              *headlines(results), "",
              *collectives_md(results["collectives"], results["gloo"]),
              *dispatch_md(results["dispatch"]),
-             *train_md(results), *scaling_md(results), "## Plots", ""]
+             *train_md(results), *scaling_md(results), *algorithms_md(results),
+             "## Plots", ""]
     lines += [f"![{p.stem}](plots/{p.name})" for p in plots] or [plot_note]
     heat = HEAT_NOTE if _version("heat") is None else "Heat is installed; no Heat side yet."
     lines += ["", "## Notes", "", f"- {heat}",

@@ -12,7 +12,9 @@ Launches, each under ``mpiexec`` with one BLAS/OpenMP thread per rank and a wall
 3. ``train_step_vs_handwritten.py`` at each rank count: Megatron MLP forward+backward,
    mtensor eager vs hand-written numpy+mpi4py vs DTensor;
 4. the same step at 1 and each rank count with a fixed global batch (strong scaling) and with
-   a fixed batch per data-parallel rank (weak scaling).
+   a fixed batch per data-parallel rank (weak scaling);
+5. ``algorithms.py`` at each rank count: sort, cumsum, diff and TSQR of split arrays vs numpy
+   on the whole array in one process.
 
 Every comparison runs its sides interleaved inside one launch.  torch is optional: without it,
 or with MTENSOR_BENCH_NO_TORCH=1, its columns read "n/a".  ``--quick`` runs tiny sizes (the
@@ -35,9 +37,10 @@ HERE = Path(__file__).resolve().parent
 THREADS = {v: "1" for v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")}
 # batch: the global batch of the strong runs and the batch per dp rank of the weak ones
 FULL = {"batch": "256", "train": ["--d", "512", "--reps", "15"], "dispatch": ["--reps", "40"],
-        "collectives": []}
+        "collectives": [], "algorithms": []}
 QUICK = {"batch": "16", "train": ["--d", "8", "--reps", "2"], "dispatch": ["--quick"],
-         "collectives": ["--quick"]}
+         "collectives": ["--quick"],
+         "algorithms": ["--log2n", "12", "--rows", "2048", "--cols", "8", "--reps", "1"]}
 
 
 def mpiexec():
@@ -102,7 +105,7 @@ def main():
     start = time.perf_counter()
 
     results = {"ranks": ranks, "quick": args.quick, "collectives": {}, "gloo": {},
-               "strong": {}, "weak": {}, "train_no_torch": {}}
+               "strong": {}, "weak": {}, "train_no_torch": {}, "algorithms": {}}
     # gloo's threads slow the MPI sides down when they share the cores (2x on small buffers
     # here), so mtensor vs mpi4py runs without torch, and the gloo comparison in its own run
     with_torch = (importlib.util.find_spec("torch") is not None
@@ -125,6 +128,8 @@ def main():
             results["weak"][n] = strong
         else:
             results["weak"][n] = launch(n, train, ["--batch-per-dp", cfg["batch"], *cfg["train"]])
+    for n in ranks:
+        results["algorithms"][n] = launch(n, "algorithms.py", cfg["algorithms"])
     results["failures"] = launch.failures
     results["seconds"] = time.perf_counter() - start
 

@@ -16,8 +16,16 @@ from .numpy_api import (
     std, sum, tensordot, var, where,
 )
 from . import numpy_joins as _numpy_joins  # noqa: F401  (registers vstack, pad, diag, ...)
-from . import numpy_scans as _numpy_scans  # noqa: F401  (ufunc outer/reduce/accumulate, cumsum)
+from . import numpy_scans as _numpy_scans  # noqa: F401  (ufunc methods, cumsum, diff, gradient)
 from . import numpy_writes as _numpy_writes  # noqa: F401  (registers copyto, put, ...)
+from . import numpy_linalg as _numpy_linalg  # noqa: F401  (qr by TSQR, svd, solve, ...)
+from . import numpy_norms as _numpy_norms  # noqa: F401  (np.linalg.norm)
+from . import numpy_products as _numpy_products  # noqa: F401  (outer, inner, kron, cross)
+from . import numpy_select as _numpy_select  # noqa: F401  (take, nonzero, compress, ...)
+from . import numpy_sort as _numpy_sort  # noqa: F401  (sort, unique, quantile, ...)
+from . import numpy_counting as _numpy_counting  # noqa: F401  (searchsorted, bincount, histogram)
+from . import numpy_stats as _numpy_stats  # noqa: F401  (isclose, round, cov, ...)
+from . import numpy_nan as _numpy_nan  # noqa: F401  (nansum, nanmean, ...)
 from .numpy_shapes import (
     broadcast_to, concatenate, expand_dims, moveaxis, ravel, reshape, squeeze, stack, swapaxes,
     transpose,

@@ -76,6 +76,15 @@ class DTensor:
         return math.prod(self._spec.shape)
 
     @property
+    def itemsize(self) -> int:
+        return self._spec.dtype.itemsize
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the global tensor (numpy's ``nbytes`` of the full array), not of the block."""
+        return self.size * self._spec.dtype.itemsize
+
+    @property
     def spec(self) -> DTensorSpec:
         return self._spec
 
@@ -214,8 +223,8 @@ def distribute_tensor(array, device_mesh, placements, src_data_rank: Optional[in
     sent = reduced(placements)
     spec = DTensorSpec(device_mesh, sent, tuple(array.shape), array.dtype)
     if src_data_rank is None:
-        local = array[local_slices(array.shape, device_mesh.shape, sent,
-                                   device_mesh.coordinate)].copy()
+        local = np.array(array[local_slices(array.shape, device_mesh.shape, sent,
+                                            device_mesh.coordinate)])
     else:
         if not 0 <= src_data_rank < device_mesh.size():
             raise ValueError(

@@ -66,7 +66,10 @@ class DeviceMesh:
         group = comm.Get_group()
         self._world_ranks = tuple(group.Translate_ranks(list(range(comm.size)), world))
         group.Free()
-        self._key = (self.shape, self.mesh_dim_names, self._world_ranks)
+        # device and backends too: a plan bound on one mesh must not run on a twin whose
+        # communicators differ
+        self._key = (self.shape, self.mesh_dim_names, self._world_ranks, device_type,
+                     self.backends)
         self._hash = hash(self._key)
         self._submeshes = {}
 

@@ -107,9 +107,10 @@ def apply_ufunc(ufunc, method, inputs, kwargs):
 
 @implements(np.where)
 def where(condition, x=None, y=None):
+    if x is None and y is None:
+        return HANDLED[np.nonzero](condition)   # numpy_nonzero's
     if x is None or y is None:
-        raise TypeError("where: the one-argument form (nonzero) is not supported on DTensors; "
-                        "call full_tensor() first")
+        raise ValueError("where: either both or neither of x and y should be given")
     return _run("where", (condition, x, y))
 
 

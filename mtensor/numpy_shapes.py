@@ -10,8 +10,9 @@ from functools import lru_cache
 import numpy as np
 
 from . import dispatch as _dispatch
-from . import views
-from .numpy_api import _out, _run, implements, refuse
+from . import modes, views
+from .dtensor import DTensor
+from .numpy_api import HANDLED, _out, _run, implements, refuse
 from .ops.index_plan import plain_key
 from .placement import Partial
 from .writes import WHOLE, assign, entries_for
@@ -179,7 +180,16 @@ def stack(arrays, axis=0, out=None, dtype=None, casting=None):
 
 def getitem(a, key):
     """``a[key]``: a view for basic keys (ints, slices, None, ...), a copy for array keys,
-    as in numpy.  DTensors in the key are gathered (every rank needs the whole index)."""
+    as in numpy.  A DTensor mask of ``a``'s shape is ``np.extract`` (the hits laid out
+    balanced, the mask never gathered) and an integer DTensor ``np.take`` along dim 0 (the
+    result split like the index); outside gradients and ``mt.compile``, which record the
+    general path: other DTensors in the key are gathered (every rank needs the whole index)."""
+    if type(key) is DTensor and key.ndim and modes.active.tracer is None and not (
+            modes.is_tracked(a) or modes.is_tracked(key)):
+        if key.dtype == np.bool_ and key.shape == a.shape:
+            return HANDLED[np.extract](key, a)
+        if key.dtype.kind in "iu":
+            return HANDLED[np.take](a, key, axis=0)
     entries, advanced = entries_for(key, a.shape, "getitem")
     if advanced:
         return _dispatch.dispatch("getitem_advanced", (a,), (entries,), cache=False)

@@ -98,7 +98,10 @@ def _basic(key):
     for k in parts:
         t = type(k)
         if t is slice:
-            out.append((k.start, k.stop, k.step))
+            bounds = (k.start, k.stop, k.step)
+            if any(type(b) is DTensor for b in bounds):
+                return None
+            out.append(bounds)
         elif t is int or k is None or k is Ellipsis:
             out.append(k)
         else:

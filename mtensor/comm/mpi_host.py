@@ -73,11 +73,10 @@ class MPIHost:
             self.raw.Reduce_scatter(send, recv, list(counts), _mpi_op(op, recv.dtype))
 
     def all_to_all(self, send, recv, counts, op) -> None:
+        # always the v-variant: a rank's own counts may be even while another's are not
+        # (data-dependent counts), and Alltoall on some ranks against Alltoallv on others hangs
         send_counts, recv_counts = counts
-        if _even(send_counts) and _even(recv_counts):
-            self.raw.Alltoall(_bytes(send), _bytes(recv))
-        else:
-            self.raw.Alltoallv(_bytes(send, send_counts), _bytes(recv, recv_counts))
+        self.raw.Alltoallv(_bytes(send, send_counts), _bytes(recv, recv_counts))
 
     def start(self, kind, send, recv, counts, op) -> MPI.Request:
         raw = self.raw
@@ -93,8 +92,6 @@ class MPIHost:
                 return raw.Ireduce_scatter_block(send, recv, _mpi_op(op, recv.dtype))
             return raw.Ireduce_scatter(send, recv, list(counts), _mpi_op(op, recv.dtype))
         send_counts, recv_counts = counts
-        if _even(send_counts) and _even(recv_counts):
-            return raw.Ialltoall(_bytes(send), _bytes(recv))
         return raw.Ialltoallv(_bytes(send, send_counts), _bytes(recv, recv_counts))
 
     def wait(self, request) -> None:

@@ -1,5 +1,7 @@
 """Sharding rules, one file per op family, all registered in ``registry.RULES``."""
-from . import contraction, indexing, join, pointwise, reduction, ufunc_methods, views  # noqa: F401  (register)
+from . import (  # noqa: F401  (register)
+    contraction, halo, indexing, join, pointwise, reduction, ufunc_methods, views,
+)
 from .choose import choose
 from .registry import RULES, Choice, OpCall, Operand, Strategy
 

@@ -28,6 +28,8 @@ def _is_int(k) -> bool:
 def _as_index_array(k, op: str):
     """A list or array index as an integer array (bool masks stay bool)."""
     arr = np.asarray(k)
+    if arr.size == 0 and not isinstance(k, np.ndarray):
+        arr = arr.astype(np.intp)   # numpy reads an empty list or tuple as no integers
     if arr.dtype == object or arr.dtype.kind not in "biu":
         raise IndexError(f"{op}: only integers, slices, None, ..., and integer or boolean "
                          f"arrays are valid indices; got {type(k).__name__} of dtype "
@@ -115,10 +117,10 @@ def _fancy_shape(entries) -> Tuple[int, ...]:
 
 
 def _fancy_position(entries) -> int:
-    """Where the broadcast array dims go in the region: at the first array when no slice
-    lies between the arrays (None does not separate them), else in front (numpy's rule)."""
+    """Where the broadcast array dims go in the region: at the first array when no slice or
+    None lies between the arrays, else in front (numpy's rule)."""
     at = [j for j, e in enumerate(entries) if e[0] == "a"]
-    if any(entries[j][0] == "s" for j in range(at[0], at[-1])):
+    if any(entries[j][0] in "sn" for j in range(at[0], at[-1])):
         return 0
     return sum(e[0] in "sn" for e in entries[:at[0]])
 

@@ -1,4 +1,6 @@
-"""Indexing: ints, slices (any step), None, ``...`` and integer arrays on any dim.
+"""Indexing: ints, slices (any step), None, ``...`` and integer arrays on any dim; and
+``take``/``take_along_axis``, whose index is an operand (a DTensor or a constant) rather
+than a param, so a split index splits the result without being gathered.
 
 A dim taken whole keeps its split.  A dim that is sliced or indexed is either gathered first
 (Replicate) or, for numeric dtypes, left split: each rank writes the part of the result that
@@ -10,9 +12,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..placement import Partial, Shard, local_bounds, local_shape
+from ..placement import REDUCE_OPS, Partial, Replicate, Shard, local_bounds, local_shape
 from .index_plan import block_plan, is_whole, plain_key, region_index, region_layout
-from .registry import Choice, OpCall, Strategy, register, replicated, shard_along
+from .registry import Choice, OpCall, Operand, Strategy, register, replicated, shard_along
 from .views import dim_map_choices
 
 
@@ -87,3 +89,94 @@ def index_put_rule(call: OpCall) -> Strategy:
         return put
 
     return Strategy(tuple(shape), choices, kernel_for=kernel_for)
+
+
+def _along(i, n: int, mode: str):
+    """Indices into an axis of size ``n`` as non-negative positions (numpy's take modes; with
+    "raise" the caller has checked them against ``[-n, n)`` already)."""
+    if n == 0:
+        return i
+    return np.clip(i, 0, n - 1) if mode == "clip" else np.mod(i, n)
+
+
+def _fill_picks(pick, lo: int, hi: int, at: int, empty_shape):
+    """This rank's terms of a pick along a split axis: ``pick(block, positions)`` where an
+    index falls in the block's ``[lo, hi)``, zeros elsewhere (``i``'s dims sit at ``at`` in
+    the result; ``empty_shape(block, i)``: the result's shape when the block is empty)."""
+    def fill(blk, i):
+        if hi == lo:
+            return np.zeros(empty_shape(blk, i), blk.dtype, like=blk)
+        inside = (i >= lo) & (i < hi)
+        got = pick(blk, np.where(inside, i - lo, 0))
+        inside = inside.reshape((1,) * at + inside.shape
+                                + (1,) * (got.ndim - at - inside.ndim))
+        return np.where(inside, got, got.dtype.type(0))
+    return fill
+
+
+def _index_choices(data: Operand, picked: int, whole, by_index) -> list:
+    """Choices of an op that picks along ``picked`` of ``data`` with an index operand:
+    ``whole`` maps each other data dim to (the index's placement when the data is split
+    there, the output dim), ``by_index`` each index dim the data does not span to its output
+    dim.  A split picked axis is gathered or left as zero-filled ``P(sum)`` terms (numeric
+    dtypes); picking commutes with every reduction of terms."""
+    choices = [replicated(2)]
+    choices += [Choice((Shard(d), idx), Shard(out)) for d, (idx, out) in whole.items()]
+    choices += [Choice((Replicate(), Shard(j)), Shard(out)) for j, out in by_index.items()]
+    choices += [Choice((Partial(op), Replicate()), Partial(op)) for op in REDUCE_OPS]
+    if data.dtype.kind in "iufc":
+        choices.append(Choice((Shard(picked), Replicate()), Partial("sum")))
+    return choices
+
+
+@register("take")
+def take_rule(call: OpCall) -> Strategy:
+    """``np.take(a, indices, axis, mode)``: a dim of ``a`` other than ``axis`` keeps its split,
+    a split of the indices becomes the output's along the dims they make."""
+    axis, mode = call.params
+    a, idx = call.operands
+    n, k = a.shape[axis], idx.ndim
+    shape = a.shape[:axis] + idx.shape + a.shape[axis + 1:]
+    whole = {d: (Replicate(), d if d < axis else d + k - 1) for d in range(a.ndim)
+             if d != axis}
+    choices = _index_choices(a, axis, whole, {j: axis + j for j in range(k)})
+
+    def kernel_for(in_layouts, out_layout, mesh):
+        lo, hi = local_bounds(a.shape, mesh.shape, in_layouts[0], mesh.coordinate)[axis]
+        if (lo, hi) == (0, n):
+            return lambda blk, i: np.take(blk, _along(i, n, mode), axis)
+        fill = _fill_picks(lambda blk, j: np.take(blk, j, axis), lo, hi, axis,
+                           lambda blk, i: blk.shape[:axis] + np.shape(i) + blk.shape[axis + 1:])
+        return lambda blk, i: fill(blk, _along(i, n, mode))
+
+    return Strategy(shape, choices, kernel_for=kernel_for)
+
+
+@register("take_along_axis")
+def take_along_axis_rule(call: OpCall) -> Strategy:
+    """``np.take_along_axis(arr, indices, axis)``: the index spans every dim, so a dim other
+    than ``axis`` is split alike on both (a size-1 dim broadcasts: used whole); the indices
+    may be split along ``axis`` itself when ``arr`` is whole there."""
+    (axis,) = call.params
+    arr, idx = call.operands
+    n = arr.shape[axis]
+    shape = tuple(idx.shape[d] if d == axis else max(arr.shape[d], idx.shape[d])
+                  for d in range(arr.ndim))
+    spans = [idx.shape[d] == shape[d] for d in range(arr.ndim)]
+    whole = {d: (Shard(d) if spans[d] else Replicate(), d) for d in range(arr.ndim)
+             if d != axis and arr.shape[d] == shape[d]}
+    by_index = {d: d for d in range(arr.ndim) if spans[d] and (d == axis or
+                                                               arr.shape[d] != shape[d])}
+    choices = _index_choices(arr, axis, whole, by_index)
+
+    def kernel_for(in_layouts, out_layout, mesh):
+        lo, hi = local_bounds(arr.shape, mesh.shape, in_layouts[0], mesh.coordinate)[axis]
+        if (lo, hi) == (0, n):
+            return lambda blk, i: np.take_along_axis(blk, _along(i, n, "raise"), axis)
+        fill = _fill_picks(lambda blk, j: np.take_along_axis(blk, j, axis), lo, hi, 0,
+                           lambda blk, i: np.broadcast_shapes(
+                               blk.shape[:axis] + i.shape[axis:axis + 1] + blk.shape[axis + 1:],
+                               i.shape))
+        return lambda blk, i: fill(blk, _along(i, n, "raise"))
+
+    return Strategy(shape, choices, kernel_for=kernel_for)

@@ -1,4 +1,5 @@
-"""Pointwise ops: every numpy ufunc, ``where``, ``clip``, ``astype``, ``copy``.
+"""Pointwise ops: every numpy ufunc, ``where``, ``clip``, ``astype``, ``copy``, ``round``,
+``real``, ``imag`` and ``interp`` (elementwise in ``x``, its sample points used whole).
 
 Sharding: operands broadcast against each other, so on one mesh dim the output may be split
 along dim d when every operand that really spans d (not broadcast along it) is split on it;
@@ -164,3 +165,38 @@ def copy_rule(call: OpCall) -> Strategy:
     shape = call.operands[0].shape
     return Strategy(shape, pointwise_choices(call, shape, PARTIAL_ALGEBRA["positive"]),
                     kernel=np.copy)
+
+
+@register("round")
+def round_rule(call: OpCall) -> Strategy:
+    """``np.round(a, decimals)``: numpy's own rounding (half to even, integers too) on each
+    element; numpy's checks run on a stand-in first, so errors are alike on every rank."""
+    (decimals,) = call.params
+    operand = call.operands[0]
+    np.round(np.zeros(1, operand.dtype), decimals)
+    return Strategy(operand.shape, pointwise_choices(call, operand.shape),
+                    kernel=lambda a: np.round(a, decimals))
+
+
+# the real and imaginary parts of a sum are the sums of the parts
+_PARTS = _unary_map({op: op for op in SUM_AVG})
+
+
+@register("real", "imag")
+def part_rule(call: OpCall) -> Strategy:
+    """The real or imaginary part, as a fresh array (numpy's is a view of the input)."""
+    part = np.real if call.name == "real" else np.imag
+    shape = call.operands[0].shape
+    return Strategy(shape, pointwise_choices(call, shape, _PARTS), kernel=lambda a: part(a).copy())
+
+
+@register("interp")
+def interp_rule(call: OpCall) -> Strategy:
+    """``np.interp(x, xp, fp)``: elementwise in ``x`` (any split), the sample points whole."""
+    left, right, period = call.params
+    x, xp, fp = call.operands
+    np.interp(np.zeros(1, x.dtype), np.arange(xp.shape[0] if xp.ndim else 1, dtype=xp.dtype)
+              .reshape(xp.shape), np.ones(fp.shape, fp.dtype), period=period)
+    choices = [replicated(3)] + [shard_along([d, None, None], d) for d in range(x.ndim)]
+    return Strategy(x.shape, choices,
+                    kernel=lambda a, p, f: np.asarray(np.interp(a, p, f, left, right, period)))

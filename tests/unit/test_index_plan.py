@@ -72,10 +72,12 @@ def test_blocks_partition_the_region_as_numpy_orders_it(data):
 
 
 def test_numpy_rule_for_where_array_dims_go():
-    x = np.zeros((2, 3, 4, 5))
-    i = np.array([0, 1])
+    x = np.zeros((3, 3, 4, 5))
+    i, j = np.array([0, 1]), np.array([2, 0, 1])   # j's length tells where its dims went
     for key in [(i, None, i), (slice(None), i, None, i), (i, slice(None), i),
-                (0, slice(None), i), (Ellipsis, i, None), (None, i, i)]:
+                (0, slice(None), i), (Ellipsis, i, None), (None, i, i),
+                (slice(None), j, None, j), (slice(None), j, j, None), (j, None, j),
+                (0, j, None), (Ellipsis, j, None, 0)]:
         assert region_layout(normalize_index(key, x.shape), x.shape)[0] == x[key].shape
 
 

@@ -31,9 +31,11 @@ LAYERS = [
     # 5. dispatch
     ["mtensor.dispatch"],
     # 6. numpy's API on DTensors
-    ["mtensor.writes", "mtensor.inplace", "mtensor.numpy_api", "mtensor.numpy_shapes", "mtensor.numpy_writes",
+    ["mtensor.exchange", "mtensor.writes", "mtensor.inplace", "mtensor.numpy_api", "mtensor.numpy_shapes", "mtensor.numpy_writes",
      "mtensor.array_methods", "mtensor.creation", "mtensor.random", "mtensor.numpy_joins",
-     "mtensor.numpy_diag", "mtensor.numpy_scans"],
+     "mtensor.numpy_diag", "mtensor.numpy_scans", "mtensor.numpy_linalg", "mtensor.numpy_select",
+     "mtensor.numpy_sort", "mtensor.numpy_stats", "mtensor.numpy_nonzero",
+     "mtensor.numpy_norms", "mtensor.numpy_products", "mtensor.numpy_nan", "mtensor.numpy_counting"],
     # 7. programs of DTensor ops: gradients, optimizers, compile, explain
     ["mtensor.autodiff.tape", "mtensor.autodiff.vjps", "mtensor.autodiff.api",
      "mtensor.optim", "mtensor.trace_compile.compile", "mtensor.checkpoint"],

@@ -1,0 +1,136 @@
+"""numpy's counting functions on DTensors: ``searchsorted``, ``bincount``, ``histogram``.
+
+Each block counts with numpy; the counts are ``Partial(sum)`` terms over the mesh dims that
+split the input (reduced when next used).  The lengths and bin edges that depend on values
+(``bincount``'s length, ``histogram``'s edges for an int ``bins``) are agreed first with one
+small all-gather of each block's extrema.  They read values outside dispatch: ``mt.compile``
+refuses them.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .dtensor import DTensor, guarded
+from .numpy_api import implements, refuse
+from .numpy_shapes import ravel
+from .numpy_sort import _prepare, _wrap
+from .placement import Partial, Replicate, Shard, local_slices
+
+
+def _terms(placements):
+    """Counts of blocks split on a mesh dim are Partial(sum) terms there."""
+    return tuple(Partial("sum") if isinstance(p, Shard) else p for p in placements)
+
+
+def _like(name, x: DTensor, other, what: str):
+    """``other`` (a DTensor or array shaped like ``x``) as this rank's block of ``x``'s layout."""
+    if np.shape(other) != x.shape:
+        raise ValueError(f"np.{name}: {what} has shape {np.shape(other)} but the array has "
+                         f"{x.shape}; give them the same shape")
+    if type(other) is DTensor:
+        return _prepare(name, other).redistribute(placements=x.placements).to_local()
+    mesh = x.device_mesh
+    return np.asarray(other)[local_slices(x.shape, mesh.shape, x.placements, mesh.coordinate)]
+
+
+@implements(np.searchsorted)
+def searchsorted(a, v, side="left", sorter=None):
+    """A split sorted ``a``: each block counts the values before each ``v`` and the counts
+    are Partial(sum) terms (``v`` is made whole on the mesh dims that split ``a``)."""
+    refuse("searchsorted", sorter=sorter)
+    if type(a) is not DTensor:
+        v = _prepare("searchsorted", v, differentiable=False)
+        return _wrap(np.searchsorted(np.asarray(a), v.to_local(), side), v.device_mesh,
+                     v.placements, v.shape)
+    a = _prepare("searchsorted", a, differentiable=False)
+    if a.ndim != 1:
+        raise ValueError(f"np.searchsorted: a has shape {a.shape}; it must be 1-D")
+    split = tuple(isinstance(p, Shard) for p in a.placements)
+    if type(v) is DTensor:
+        v = _prepare("searchsorted", v, differentiable=False)
+        if v.device_mesh != a.device_mesh:
+            raise ValueError("np.searchsorted: a and v live on different meshes; "
+                             "redistribute one onto the other's mesh")
+        keep = tuple(Replicate() if s else p for s, p in zip(split, v.placements))
+        values, shape = v.redistribute(placements=keep).to_local(), v.shape
+    else:
+        keep = (Replicate(),) * len(split)
+        values, shape = np.asarray(v), np.shape(v)
+    local = np.asarray(np.searchsorted(a.to_local(), values, side), dtype=np.intp)
+    out = tuple(Partial("sum") if s else p for s, p in zip(split, keep))
+    return _wrap(local, a.device_mesh, out, shape)
+
+
+def _extrema(mesh, name, block):
+    """Global ``(min, max)`` of the blocks (NaN if any is), or None when all are empty."""
+    mine = (block.min(), block.max()) if block.size else None
+    with guarded(name, "allgather", (), np.uint8, mesh):
+        seen = [s for s in mesh.communicator().allgather_object(mine) if s is not None]
+    if not seen:
+        return None
+    lows, highs = (np.array([s[i] for s in seen], block.dtype) for i in (0, 1))
+    return np.minimum.reduce(lows), np.maximum.reduce(highs)
+
+
+@implements(np.bincount)
+def bincount(x, weights=None, minlength=0):
+    """Each block's bincount to the agreed length (one small all-gather of the extrema):
+    Partial(sum) terms over the mesh dims that split ``x``."""
+    x = _prepare("bincount", x, differentiable=False)
+    if x.ndim != 1:
+        raise ValueError(f"np.bincount: x has shape {x.shape}; it must be 1-D")
+    if not np.can_cast(x.dtype, np.intp, "safe"):
+        raise TypeError(f"np.bincount: cannot cast array data from {x.dtype} to "
+                        f"{np.dtype(np.intp)} according to the rule 'safe'")
+    if minlength < 0:
+        raise ValueError("np.bincount: 'minlength' must not be negative")
+    w = None if weights is None else _like("bincount", x, weights, "weights")
+    block = x.to_local()
+    span = _extrema(x.device_mesh, "np.bincount", block)
+    if span is not None and span[0] < 0:
+        raise ValueError("np.bincount: 'list' argument must have no negative elements")
+    length = max(int(minlength), 0 if span is None else int(span[1]) + 1)
+    local = np.bincount(block, w, minlength=length)
+    return _wrap(local, x.device_mesh, _terms(x.placements), local.shape)
+
+
+def _bin_edges(a: DTensor, block, bins, range):
+    """numpy's edges: for an int ``bins`` without ``range``, from the agreed global extrema."""
+    if type(bins) is DTensor or isinstance(bins, str):
+        raise TypeError(f"np.histogram: bins={bins!r} is not supported on DTensors; give "
+                        f"an int or the edges as a plain array")
+    if np.ndim(bins) != 0 or range is not None:
+        return np.histogram_bin_edges(np.empty(0, a.dtype), bins, range)
+    span = _extrema(a.device_mesh, "np.histogram", block)
+    probe = np.empty(0, a.dtype) if span is None else np.array(span, a.dtype)
+    return np.histogram_bin_edges(probe, bins)
+
+
+@implements(np.histogram)
+def histogram(a, bins=10, range=None, density=None, weights=None):
+    """Each block's histogram over the agreed edges: counts are Partial(sum) terms (reduced
+    and normalised on every rank with ``density``); the edges come back replicated."""
+    a = _prepare("histogram", a, differentiable=False)
+    w = None
+    if weights is not None:
+        if np.shape(weights) != a.shape:
+            raise ValueError(f"np.histogram: weights have shape {np.shape(weights)} but a has "
+                             f"{a.shape}; give them the same shape")
+        weights = ravel(weights) if type(weights) is DTensor else np.ravel(weights)
+    a = ravel(a)
+    if weights is not None:
+        w = _like("histogram", a, weights, "weights")
+    block = a.to_local()
+    edges = _bin_edges(a, block, bins, range)
+    local_bins = bins if np.ndim(bins) == 0 else edges
+    local_range = (edges[0], edges[-1]) if np.ndim(bins) == 0 else None
+    counts, _ = np.histogram(block, local_bins, local_range, weights=w)
+    mesh, whole = a.device_mesh, (Replicate(),) * a.device_mesh.ndim
+    hist = _wrap(counts, mesh, _terms(a.placements), counts.shape)
+    if density:
+        n = hist.redistribute(placements=whole).to_local()
+        hist = _wrap(n / np.array(np.diff(edges), float) / n.sum(), mesh, whole, n.shape)
+    return hist, _wrap(edges, mesh, whole, edges.shape)
+
+
+__all__ = ["bincount", "histogram", "searchsorted"]
