@@ -15,7 +15,7 @@ from .dispatch import dispatch, dispatch_into, inplace_direct
 from .dtensor import DTensor
 from .placement import Partial
 from .spec import _fmt
-from .writes import WHOLE, assign, check_write, entries_for
+from .writes import WHOLE, assign, check_write, entries_for, host_key
 
 
 def inplace(name: str, target: DTensor, other):
@@ -65,11 +65,14 @@ def write_out(result, out, casting: str = "same_kind"):
 
 def ufunc_at(ufunc, target, indices, values=None):
     """``ufunc.at(target, indices, values)``: unbuffered, so a repeated index applies once
-    per repeat; each rank applies the indices that fall in its block."""
-    check_write(f"{ufunc.__name__}.at", target, values)
+    per repeat; each rank applies the indices that fall in its block.  Into a plain array
+    (the same on every rank) every rank applies the gathered indices and values."""
     if type(target) is not DTensor:
-        raise TypeError(f"{ufunc.__name__}.at: the target must be the DTensor; got "
-                        f"{type(target).__name__}")
+        modes.refuse_while_tracing(f"{ufunc.__name__}.at into a {type(target).__name__}")
+        values = np.asarray(values) if type(values) is DTensor else values
+        ufunc.at(target, host_key(indices), *(() if values is None else (values,)))
+        return
+    check_write(f"{ufunc.__name__}.at", target, values)
     if any(isinstance(p, Partial) for p in target.placements):
         raise TypeError(f"{ufunc.__name__}.at: target placements {_fmt(target.placements)} "
                         f"hold partial terms, which {ufunc.__name__}.at cannot update one "

@@ -90,7 +90,9 @@ def bincount(x, weights=None, minlength=0):
     if span is not None and span[0] < 0:
         raise ValueError("np.bincount: 'list' argument must have no negative elements")
     length = max(int(minlength), 0 if span is None else int(span[1]) + 1)
-    local = np.bincount(block, w, minlength=length)
+    # numpy's dtype from the arguments, not the block (an empty block's weighted count is intp)
+    dtype = np.dtype(np.intp if w is None else np.float64)
+    local = np.bincount(block, w, minlength=length).astype(dtype, copy=False)
     return _wrap(local, x.device_mesh, _terms(x.placements), local.shape)
 
 

@@ -98,7 +98,7 @@ def _sample_sort(mesh, name, keys, payloads, runs, together=False):
     moved = [exchange.all_to_all(mesh, name, x, matrix[me], matrix[:, me], total)
              for x in (keys, *payloads)]
     if not payloads:
-        return [np.sort(moved[0])], None, matrix
+        return [np.sort(moved[0], kind="stable")], None, matrix   # timsort merges the runs
     merge = np.argsort(moved[0], kind="stable")
     return [x[merge] for x in moved], merge, matrix
 

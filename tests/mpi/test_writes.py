@@ -215,6 +215,14 @@ def test_ufunc_at_is_unbuffered(mesh):
     P = make(np.zeros((4, 3)), mesh, [PS] * mesh.ndim)
     with pytest.raises(TypeError, match=r"add.at: target placements \[P\(sum\)"):
         np.add.at(P, [0], 1)
+    # into a plain array (binning with np.searchsorted's DTensor result): every rank applies
+    # the gathered indices and values to its copy
+    idx, vals = np.array([3, 0, 3, 6, 3, 1, 0]), data((7,), seed=3)
+    for placements in sample(layouts(mesh.ndim, 1, ("sum",)), 4):
+        want, got = np.zeros(8), np.zeros(8)
+        np.add.at(want, idx, vals)
+        np.add.at(got, make(idx, mesh, placements), make(vals, mesh, placements))
+        assert_all_ranks(np.array_equal(got, want), f"add.at into numpy {placements}")
 
 
 @pytest.mark.mpi
