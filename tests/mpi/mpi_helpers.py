@@ -29,6 +29,40 @@ def assert_all_ranks(ok: bool, message: str) -> None:
     assert not failed, f"ranks {failed}: {message}"
 
 
+def weighted_loss(fn, arrays):
+    """A scalar of ``fn(*arrays)`` that weighs every output element differently."""
+    out = fn(*arrays)
+    weights = np.linspace(0.5, 1.5, int(np.prod(np.shape(out)))).reshape(np.shape(out))
+    return (out * weights).sum()
+
+
+def numeric_grads(fn, arrays, eps=1e-6):
+    """Central finite differences of ``weighted_loss(fn, arrays)`` in numpy."""
+    grads = []
+    for k, a in enumerate(arrays):
+        g = np.zeros_like(a)
+        for i in np.ndindex(a.shape):
+            up, down = [x.copy() for x in arrays], [x.copy() for x in arrays]
+            up[k][i] += eps
+            down[k][i] -= eps
+            g[i] = (weighted_loss(fn, up) - weighted_loss(fn, down)) / (2 * eps)
+        grads.append(g)
+    return grads
+
+
+def assert_each_raises(cases) -> None:
+    """Each ``name: (call, exception type, text of its message)`` raises so, on every rank."""
+    bad = []
+    for name, (call, error, text) in cases.items():
+        try:
+            call()
+            bad.append(f"{name}: no error")
+        except error as e:
+            if text not in str(e):
+                bad.append(f"{name}: {e}")
+    assert_all_ranks(not bad, "; ".join(bad))
+
+
 def random_array(shape, dtype=np.float64, seed=0):
     """Integer-valued data: sums are exact in any order, so results compare bit for bit."""
     return np.random.default_rng(seed).integers(-9, 10, size=shape).astype(dtype)

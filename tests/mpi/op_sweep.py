@@ -37,14 +37,14 @@ def sweep(mesh, fn, *arrays, partial_ops=("sum",), limit=LIMIT):
     (the value on coordinate 0).  Returns the failing layouts (same list on every rank).
     """
     expected = fn(*arrays)
-    expected = expected if isinstance(expected, tuple) else (expected,)
+    expected = tuple(expected) if isinstance(expected, (tuple, list)) else (expected,)
     ops = [partial_ops if np.asarray(a).dtype.kind in "iufc" else () for a in arrays]
     combos = itertools.product(*(layouts(mesh.ndim, np.ndim(a), p) for a, p in zip(arrays, ops)))
     failures = []
     for combo in sample(combos, limit):
         inputs = [mt.distribute_tensor(a, mesh, p, src_data_rank=None) for a, p in zip(arrays, combo)]
         out = fn(*inputs)
-        outs = out if isinstance(out, tuple) else (out,)
+        outs = tuple(out) if isinstance(out, (tuple, list)) else (out,)
         for got, want in zip(outs, expected):
             if not isinstance(got, mt.DTensor) or not _block_fits(got, mesh):
                 failures.append((combo, "block"))

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import mtensor as mt
-from mpi_helpers import WORLD, assert_all_ranks
+from mpi_helpers import WORLD, assert_all_ranks, numeric_grads, weighted_loss
 from mtensor import Replicate, Shard
 
 RNG = np.random.default_rng(11)
@@ -33,25 +33,6 @@ CASES = {  # name: (function of the arrays, arrays); the function works on numpy
 }
 
 
-def _loss(fn, arrays):
-    out = fn(*arrays)
-    weights = np.linspace(0.5, 1.5, int(np.prod(np.shape(out)))).reshape(np.shape(out))
-    return (out * weights).sum()
-
-
-def _numeric_grads(fn, arrays, eps=1e-6):
-    grads = []
-    for k, a in enumerate(arrays):
-        g = np.zeros_like(a)
-        for i in np.ndindex(a.shape):
-            up, down = [x.copy() for x in arrays], [x.copy() for x in arrays]
-            up[k][i] += eps
-            down[k][i] -= eps
-            g[i] = (_loss(fn, up) - _loss(fn, down)) / (2 * eps)
-        grads.append(g)
-    return grads
-
-
 def _layouts(mesh, ndim):
     per_dim = [Replicate()] + [Shard(d) for d in range(ndim)]
     return [tuple(per_dim[(k + i) % len(per_dim)] for i in range(mesh.ndim)) for k in range(len(per_dim))]
@@ -61,17 +42,17 @@ def _layouts(mesh, ndim):
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_gradients_match_finite_differences(mesh, name):
     fn, *arrays = CASES[name]
-    want = _numeric_grads(fn, arrays)
+    want = numeric_grads(fn, arrays)
     failures = []
     for k, layout in enumerate(_layouts(mesh, arrays[0].ndim)):
         layouts = [layout] + [_layouts(mesh, a.ndim)[(k + j) % (a.ndim + 1)]
                               for j, a in enumerate(arrays[1:], 1)]
         ins = [mt.distribute_tensor(a, mesh, p) for a, p in zip(arrays, layouts)]
-        value, grads = mt.value_and_grad(lambda *xs: _loss(fn, xs), argnums=tuple(range(len(ins))))(*ins)
+        value, grads = mt.value_and_grad(lambda *xs: weighted_loss(fn, xs), argnums=tuple(range(len(ins))))(*ins)
         for g, w, x in zip(grads, want, ins):
             if g.placements != x.placements or not np.allclose(g.full_tensor(), w, rtol=1e-5, atol=1e-6):
                 failures.append(layouts)
-        if not np.isclose(float(value), _loss(fn, arrays)):
+        if not np.isclose(float(value), weighted_loss(fn, arrays)):
             failures.append(("value", layouts))
     assert_all_ranks(not failures, f"{name}: {failures[:2]}")
 

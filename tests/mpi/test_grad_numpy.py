@@ -3,11 +3,15 @@ keys: a scatter-add back), cumulative sums, differences, round, interp, real/ima
 the functions built as compositions (norm, nansum, average, cov, corrcoef, outer, kron), each against
 central finite differences of the same function in numpy on the whole arrays, on every
 mesh, with split, replicated, uneven and partial inputs."""
+from functools import partial
+
 import numpy as np
 import pytest
 
 import mtensor as mt
-from mpi_helpers import assert_all_ranks, expected_block, partial_terms
+from mpi_helpers import (
+    assert_all_ranks, expected_block, numeric_grads, partial_terms, weighted_loss,
+)
 from mtensor import Partial, Replicate, Shard
 
 RNG = np.random.default_rng(5)
@@ -52,25 +56,6 @@ CASES = {
 }
 
 
-def _loss(fn, lift, arrays):
-    out = fn(lift, *arrays)
-    weights = np.linspace(0.5, 1.5, int(np.prod(np.shape(out)))).reshape(np.shape(out))
-    return (out * weights).sum()
-
-
-def _numeric_grads(fn, arrays, eps=1e-6):
-    grads = []
-    for k, a in enumerate(arrays):
-        g = np.zeros_like(a)
-        for i in np.ndindex(a.shape):
-            up, down = [x.copy() for x in arrays], [x.copy() for x in arrays]
-            up[k][i] += eps
-            down[k][i] -= eps
-            g[i] = (_loss(fn, np.asarray, up) - _loss(fn, np.asarray, down)) / (2 * eps)
-        grads.append(g)
-    return grads
-
-
 def _layouts(mesh, ndim):
     """Replicate, each Shard, then a partial sum on the last mesh dim."""
     per_dim = [Replicate()] + [Shard(d) for d in range(ndim)]
@@ -90,7 +75,7 @@ def _distribute(a, mesh, placements):
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_numpy_gradients_match_finite_differences(mesh, name):
     fn, *arrays = CASES[name]
-    want = _numeric_grads(fn, arrays)
+    want = numeric_grads(partial(fn, np.asarray), arrays)
     failures = []
     for k, layout in enumerate(_layouts(mesh, arrays[0].ndim)):
         layouts = [layout] + [_layouts(mesh, a.ndim)[(k + j) % (a.ndim + 1)]
@@ -100,13 +85,13 @@ def test_numpy_gradients_match_finite_differences(mesh, name):
 
         def lift(i):
             return mt.distribute_tensor(i, mesh, index_layout)
-        step = mt.value_and_grad(lambda *xs: _loss(fn, lift, xs), argnums=tuple(range(len(ins))))
+        step = mt.value_and_grad(lambda *xs: weighted_loss(partial(fn, lift), xs), argnums=tuple(range(len(ins))))
         value, grads = step(*ins)
         for g, w, x in zip(grads, want, ins):
             if g.placements != x.placements or not np.allclose(g.full_tensor(), w, rtol=1e-5,
                                                                atol=1e-6):
                 failures.append(layouts)
-        if not np.isclose(float(value), _loss(fn, np.asarray, arrays)):
+        if not np.isclose(float(value), weighted_loss(partial(fn, np.asarray), arrays)):
             failures.append(("value", layouts))
     assert_all_ranks(not failures, f"{name}: {failures[:2]}")
 
@@ -141,7 +126,7 @@ def test_compiled_steps_add_into_fresh_zeros(mesh):
     constant its trace captured, which replays would keep adding into)."""
     w = mt.distribute_tensor(A, mesh, [Shard(0)] + [Replicate()] * (mesh.ndim - 1))
     fn, _ = CASES["cross_entropy"]
-    step = mt.value_and_grad(lambda w: _loss(fn, np.asarray, (w,))
+    step = mt.value_and_grad(lambda w: weighted_loss(partial(fn, np.asarray), (w,))
                              + (np.take(w, IDS, axis=0) ** 2).sum())
     want = step(w)[1].full_tensor()
     compiled = mt.compile(step)

@@ -74,18 +74,13 @@ CASES = {
 }
 
 
-def _tupled(fn):
-    """meshgrid returns a tuple: op_sweep compares tuples element by element."""
-    return lambda *a: (lambda r: tuple(r) if isinstance(r, (list, tuple)) else r)(fn(*a))
-
-
 @pytest.mark.mpi
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_matches_numpy(mesh, name):
     fn, *arrays = CASES[name]
     # limit=5: a step of 3 over 16 two-operand combos, so both operands' layouts vary
     # (3 on a 3-D mesh, whose launch at 8 ranks runs oversubscribed on 2 cores)
-    failures = sweep(mesh, _tupled(fn), *arrays, limit=5 if mesh.ndim < 3 else 3)
+    failures = sweep(mesh, fn, *arrays, limit=5 if mesh.ndim < 3 else 3)
     assert_all_ranks(not failures, f"{name}: {failures[:3]} ({len(failures)} layouts fail)")
 
 

@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import mtensor as mt
-from mpi_helpers import assert_all_ranks, layouts, random_array
+from mpi_helpers import assert_all_ranks, assert_each_raises, layouts, random_array
 from mtensor.placement import Partial, Replicate, Shard, local_shape
 from op_sweep import sweep
 
@@ -85,18 +85,13 @@ CASES = {
 }
 
 
-def _tupled(fn):
-    """nonzero returns a tuple: op_sweep compares tuples element by element."""
-    return lambda *a: (lambda r: tuple(r) if isinstance(r, (list, tuple)) else r)(fn(*a))
-
-
 @pytest.mark.mpi
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_matches_numpy(mesh, name):
     fn, *arrays = CASES[name]
     # limit=5 with two operands: a step of 2 or 3 over their combos, so both layouts vary
     limit = 3 if mesh.ndim > 2 else 4 if len(arrays) == 1 else 5
-    failures = sweep(mesh, _tupled(fn), *arrays, limit=limit)
+    failures = sweep(mesh, fn, *arrays, limit=limit)
     assert_all_ranks(not failures, f"{name}: {failures[:3]} ({len(failures)} layouts fail)")
 
 
@@ -235,15 +230,7 @@ def test_refusals_and_errors(mesh):
             lambda: mt.value_and_grad(lambda a: np.extract(a > 0, a).sum())(x), TypeError,
             "np.extract has no gradient"),
     }
-    bad = []
-    for name, (call, error, text) in calls.items():
-        try:
-            call()
-            bad.append(f"{name}: no error")
-        except error as e:
-            if text not in str(e):
-                bad.append(f"{name}: {e}")
-    assert_all_ranks(not bad, "; ".join(bad))
+    assert_each_raises(calls)
 
 
 @pytest.mark.mpi

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import mtensor as mt
-from mpi_helpers import WORLD, assert_all_ranks, expected_block, layouts, partial_terms
+from mpi_helpers import assert_all_ranks, expected_block, layouts, partial_terms
 from op_sweep import sample
 
 R, S0, S1, PS = mt.Replicate(), mt.Shard(0), mt.Shard(1), mt.Partial("sum")
