@@ -24,6 +24,8 @@ from . import numpy_products as _numpy_products  # noqa: F401  (outer, inner, kr
 from . import numpy_select as _numpy_select  # noqa: F401  (take, nonzero, compress, ...)
 from . import numpy_sort as _numpy_sort  # noqa: F401  (sort, unique, quantile, ...)
 from . import numpy_counting as _numpy_counting  # noqa: F401  (searchsorted, bincount, histogram)
+from . import numpy_sets as _numpy_sets  # noqa: F401  (isin, intersect1d, union1d, setdiff1d)
+from . import numpy_block as _numpy_block  # noqa: F401  (np.block)
 from . import numpy_stats as _numpy_stats  # noqa: F401  (isclose, round, cov, ...)
 from . import numpy_nan as _numpy_nan  # noqa: F401  (nansum, nanmean, ...)
 from .numpy_shapes import (

@@ -1,5 +1,5 @@
 """Creation: ``mt.zeros/ones/full/empty/arange`` and ``*_like``, each rank allocating only its
-own block (no communication)."""
+own block (no communication); ``np.linspace`` of DTensor bounds."""
 from __future__ import annotations
 
 import math
@@ -7,6 +7,7 @@ from typing import Optional, Sequence
 
 import numpy as np
 
+from . import modes
 from .device import array_module
 from .dtensor import DTensor
 from .numpy_api import implements
@@ -59,6 +60,18 @@ def arange(start, stop=None, step=1, dtype=None, *, mesh=None, placements=None) 
     (lo, hi), = local_bounds(spec.shape, mesh.shape, spec.placements, mesh.coordinate)
     return DTensor((start + step * np.arange(lo, hi)).astype(dtype), spec)
 
+
+@implements(np.linspace)
+def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis=0, *,
+             device=None):
+    """``np.linspace`` with DTensor bounds: the bounds are read (a collective, refused while
+    tracing) and the samples replicated on their mesh."""
+    modes.refuse_while_tracing("np.linspace of DTensor bounds")
+    mesh = next(b.device_mesh for b in (start, stop) if type(b) is DTensor)
+    out = np.linspace(np.asarray(start), np.asarray(stop), num, endpoint, retstep, dtype, axis)
+    samples = np.asarray(out[0] if retstep else out)
+    spec = DTensorSpec(mesh, (Replicate(),) * mesh.ndim, samples.shape, samples.dtype)
+    return (DTensor(samples, spec), out[1]) if retstep else DTensor(samples, spec)
 
 
 def _like_layout(a: DTensor):

@@ -1,4 +1,5 @@
-"""numpy's counting functions on DTensors: ``searchsorted``, ``bincount``, ``histogram``.
+"""numpy's counting functions on DTensors: ``searchsorted``, ``digitize``, ``bincount``,
+``histogram``.
 
 Each block counts with numpy; the counts are ``Partial(sum)`` terms over the mesh dims that
 split the input (reduced when next used).  The lengths and bin edges that depend on values
@@ -135,4 +136,30 @@ def histogram(a, bins=10, range=None, density=None, weights=None):
     return hist, _wrap(edges, mesh, whole, edges.shape)
 
 
-__all__ = ["bincount", "histogram", "searchsorted"]
+def _monotonic(bins) -> int:
+    """1 for non-decreasing ``bins``, -1 for non-increasing, 0 for neither (numpy's rule)."""
+    if bins.ndim != 1:
+        raise ValueError("object too deep for desired array")
+    steps = np.diff(bins)
+    return 1 if np.all(steps >= 0) else -1 if np.all(steps <= 0) else 0
+
+
+@implements(np.digitize)
+def digitize(x, bins, right=False):
+    """numpy's ``digitize``: each value of ``x`` looked up in the whole ``bins`` (a DTensor is
+    gathered), so ``x`` keeps its layout."""
+    bins = np.asarray(bins)
+    if type(x) is not DTensor:
+        return np.digitize(np.asarray(x), bins, right)
+    if np.issubdtype(x.dtype, np.complexfloating):
+        raise TypeError("x may not be complex")
+    mono = _monotonic(bins)
+    if mono == 0:
+        raise ValueError("bins must be monotonically increasing or decreasing")
+    side = "left" if right else "right"
+    if mono == -1:
+        return len(bins) - searchsorted(bins[::-1], x, side=side)
+    return searchsorted(bins, x, side=side)
+
+
+__all__ = ["bincount", "digitize", "histogram", "searchsorted"]

@@ -35,7 +35,8 @@ LAYERS = [
      "mtensor.array_methods", "mtensor.creation", "mtensor.random", "mtensor.numpy_joins",
      "mtensor.numpy_diag", "mtensor.numpy_scans", "mtensor.numpy_linalg", "mtensor.numpy_select",
      "mtensor.numpy_sort", "mtensor.numpy_stats", "mtensor.numpy_nonzero",
-     "mtensor.numpy_norms", "mtensor.numpy_products", "mtensor.numpy_nan", "mtensor.numpy_counting"],
+     "mtensor.numpy_norms", "mtensor.numpy_products", "mtensor.numpy_nan", "mtensor.numpy_counting", "mtensor.numpy_sets",
+     "mtensor.numpy_block"],
     # 7. programs of DTensor ops: gradients, optimizers, compile, explain
     ["mtensor.autodiff.tape", "mtensor.autodiff.vjps", "mtensor.autodiff.api",
      "mtensor.optim", "mtensor.trace_compile.compile", "mtensor.checkpoint"],
