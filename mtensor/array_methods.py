@@ -14,7 +14,6 @@ DTensors are used as replicated values: they must hold the same value on every r
 from __future__ import annotations
 
 import operator
-import warnings
 
 import numpy as np
 
@@ -203,17 +202,14 @@ def _real(self):
     as a copy (numpy's is a view: writing to it does not reach ``x`` here)."""
     if self.dtype.kind != "c":
         return shapes.getitem(self, Ellipsis)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", np.exceptions.ComplexWarning)
-        return api.astype(self, np.finfo(self.dtype).dtype)
+    return dispatch("real", (self,))
 
 
 def _imag(self):
+    """numpy's ``x.imag``: zeros for real dtypes, the imaginary parts (a copy) for complex."""
     if self.dtype.kind != "c":
         return np.zeros_like(self)
-    raise TypeError(f"DTensor.imag: mtensor has no sharding rule for the imaginary part of "
-                    f"a {self.dtype} DTensor; call full_tensor() to compute on the whole "
-                    f"array, or to_local() for this rank's block")
+    return dispatch("imag", (self,))
 
 
 def _matrix_transpose(self):

@@ -49,6 +49,20 @@ def _dtype(dtype):
     return None if dtype is None else np.dtype(dtype)
 
 
+def _dt(x) -> bool:
+    return type(x) is DTensor
+
+
+def _tensor(x):
+    """A DTensor as it is; anything else as a numpy array (a constant)."""
+    return x if type(x) is DTensor else np.asarray(x)
+
+
+def _host(value):
+    """A value every rank needs whole (an index, a condition): DTensors are gathered."""
+    return np.asarray(value) if type(value) is DTensor else value
+
+
 # --- ufuncs ------------------------------------------------------------------------------
 
 _UFUNC_REDUCTIONS = {"add": "sum", "multiply": "prod", "maximum": "max", "minimum": "min",

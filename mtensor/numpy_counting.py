@@ -91,8 +91,9 @@ def bincount(x, weights=None, minlength=0):
     if span is not None and span[0] < 0:
         raise ValueError("np.bincount: 'list' argument must have no negative elements")
     length = max(int(minlength), 0 if span is None else int(span[1]) + 1)
-    # numpy's dtype from the arguments, not the block (an empty block's weighted count is intp)
-    dtype = np.dtype(np.intp if w is None else np.float64)
+    # numpy's dtype and errors from a one-element probe, not from the block (an empty block's
+    # weighted count is intp; complex weights raise only on a non-empty one)
+    dtype = np.bincount(np.zeros(1, x.dtype), None if w is None else np.ones(1, w.dtype)).dtype
     local = np.bincount(block, w, minlength=length).astype(dtype, copy=False)
     return _wrap(local, x.device_mesh, _terms(x.placements), local.shape)
 
@@ -127,7 +128,10 @@ def histogram(a, bins=10, range=None, density=None, weights=None):
     edges = _bin_edges(a, block, bins, range)
     local_bins = bins if np.ndim(bins) == 0 else edges
     local_range = (edges[0], edges[-1]) if np.ndim(bins) == 0 else None
+    probe, _ = np.histogram(np.zeros(1, a.dtype), local_bins, local_range,
+                            weights=None if w is None else np.ones(1, w.dtype))
     counts, _ = np.histogram(block, local_bins, local_range, weights=w)
+    counts = counts.astype(probe.dtype, copy=False)   # an empty block's dtype as the others'
     mesh, whole = a.device_mesh, (Replicate(),) * a.device_mesh.ndim
     hist = _wrap(counts, mesh, _terms(a.placements), counts.shape)
     if density:

@@ -14,14 +14,10 @@ from __future__ import annotations
 import numpy as np
 from numpy.lib.array_utils import normalize_axis_index, normalize_axis_tuple
 
-from .dtensor import DTensor
 from .numpy_api import copy as _copy
-from .numpy_api import implements
+from .numpy_api import _dt, implements
 from .numpy_shapes import broadcast_to, concatenate, expand_dims, getitem, ravel, reshape
 
-
-def _dt(x) -> bool:
-    return type(x) is DTensor
 
 
 def _unsupported(name: str, arg: str, why: str):

@@ -20,7 +20,7 @@ import numpy as np
 
 from . import modes
 from .dtensor import DTensor, guarded
-from .numpy_api import implements, matmul, refuse
+from .numpy_api import _dt, implements, matmul, refuse
 from .numpy_api import sum as _sum
 from .numpy_shapes import expand_dims, getitem
 from .ops.linalg_rules import (
@@ -28,9 +28,6 @@ from .ops.linalg_rules import (
 )
 from .placement import Replicate, Shard, local_offset, reduced
 
-
-def _dt(x) -> bool:
-    return type(x) is DTensor
 
 
 def _untracked(name: str, *operands) -> None:
@@ -55,12 +52,13 @@ def _adjoint(x):
     return (np.conj(x) if x.dtype.kind == "c" else x).T
 
 
-def _per_matrix(fn, a):
-    """``fn`` (numpy) on whole matrices, every rank alike; split batch dims stay split, and
-    then one small all-gather agrees on errors (``LinAlgError`` on any rank raises on all)
-    and on result dtypes (``eig``'s real or complex)."""
+def _per_matrix(fn, a, whole=False):
+    """``fn`` (numpy) on whole matrices, every rank alike; split batch dims stay split (unless
+    ``whole``: ``fn`` holds per-matrix parameters for the whole batch), and then one small
+    all-gather agrees on errors (any error on any rank raises on all) and on result dtypes
+    (``eig``'s real or complex)."""
     mesh, batch = a.device_mesh, a.ndim - 2
-    layout = tuple(p if isinstance(p, Shard) and p.dim < batch else Replicate()
+    layout = tuple(p if isinstance(p, Shard) and p.dim < batch and not whole else Replicate()
                    for p in a.placements)
     block = a.redistribute(mesh, layout).to_local()
     if all(p == Replicate() for p in layout):
@@ -69,14 +67,15 @@ def _per_matrix(fn, a):
         out, error = None, None
         try:
             out = fn(block)
-        except np.linalg.LinAlgError as e:
-            error = str(e)
+        except Exception as e:      # numpy's error on one rank's matrices: raised on all
+            error = (type(e), str(e))
         dtypes = None if error else [np.asarray(o).dtype.str for o in _parts(out)]
         with guarded("np.linalg", "allgather", block.shape, block.dtype, mesh):
             seen = mesh.communicator().allgather_object((error, dtypes))
         errors = [e for e, _ in seen if e is not None]
         if errors:
-            raise np.linalg.LinAlgError(errors[0])
+            kind, message = errors[0]
+            raise kind(message)
         common = [np.result_type(*d) for d in zip(*(d for _, d in seen))]
         out = _rebuild(out, [np.asarray(o).astype(t, copy=False)
                              for o, t in zip(_parts(out), common)])
@@ -201,7 +200,8 @@ def pinv(a, rcond=None, hermitian=False, *, rtol=np._NoValue):
     """``V diag(1/s) U^H`` from :func:`svd`'s factors: split like ``a^T``."""
     _untracked("np.linalg.pinv", a)
     if a.ndim != 2 or hermitian:
-        return _per_matrix(lambda b: np.linalg.pinv(b, rcond, hermitian, rtol=rtol), a)
+        return _per_matrix(lambda b: np.linalg.pinv(b, rcond, hermitian, rtol=rtol), a,
+                           whole=np.ndim(rcond) > 0 or np.ndim(rtol) > 0)
     result = factor_types(a.dtype)[0]
     if rcond is not None and rtol is not np._NoValue:
         raise ValueError("`rtol` and `rcond` can't be both set.")
@@ -242,7 +242,7 @@ def lstsq(a, b, rcond=None):
     cols = cols.astype(work)
     u, s, vh = _svd_factors(a)
     cutoff = rcond * s.max(initial=0)
-    rank = int(np.count_nonzero(s > cutoff))
+    rank = np.intc(np.count_nonzero(s > cutoff))   # numpy's int32
     c = _whole(matmul(_adjoint(u), cols))
     x = matmul(_adjoint(vh), _replicated(_inverse(s, cutoff)[:, None] * c, mesh))
     if rank == n and m > n:
@@ -262,7 +262,8 @@ def matrix_rank(A, tol=None, hermitian=False, *, rtol=None):
     _untracked("np.linalg.matrix_rank", A)
     if A.ndim > 2 or hermitian or _dt(tol) or _dt(rtol):
         return _per_matrix(lambda b: np.asarray(
-            np.linalg.matrix_rank(b, _whole(tol), hermitian, rtol=_whole(rtol))), A)
+            np.linalg.matrix_rank(b, _whole(tol), hermitian, rtol=_whole(rtol))), A,
+            whole=np.ndim(tol) > 0 or np.ndim(rtol) > 0)
     s = _svd_factors(A, compute_uv=False)[1].astype(factor_types(A.dtype)[1])
     if tol is None:
         rtol = max(A.shape) * np.finfo(s.dtype).eps if rtol is None else rtol

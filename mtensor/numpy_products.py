@@ -9,17 +9,10 @@ import warnings
 import numpy as np
 from numpy.lib.array_utils import normalize_axis_index
 
-from .dtensor import DTensor
-from .numpy_api import _out, dot, implements, tensordot
+from .numpy_api import _dt, _out, _tensor, dot, implements, tensordot
 from .numpy_shapes import expand_dims, getitem, moveaxis, ravel, reshape, stack
 
 
-def _dt(x) -> bool:
-    return type(x) is DTensor
-
-
-def _tensor(x):
-    return x if _dt(x) else np.asarray(x)
 
 
 def _column(v, row=False):

@@ -24,14 +24,11 @@ import numpy as np
 from numpy.lib.array_utils import normalize_axis_index, normalize_axis_tuple
 
 from .dtensor import DTensor
-from .numpy_api import _axis, _dtype, _out, _run, implements, refuse
+from .numpy_api import _axis, _dtype, _out, _run, _tensor, implements, refuse
 from .ops.halo import halo_width
 from .ops.ufunc_methods import gathered, scan_mesh_dims
 from .placement import Partial, reduced
 
-
-def _tensor(x):
-    return x if type(x) is DTensor else np.asarray(x)
 
 
 def outer(ufunc, inputs, kwargs):

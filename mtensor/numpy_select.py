@@ -22,17 +22,13 @@ from numpy.lib.array_utils import normalize_axis_index
 
 from . import modes
 from .dtensor import DTensor
-from .numpy_api import _out, _run, implements
+from .numpy_api import _host, _out, _run, implements
 from .numpy_nonzero import hits
 from .numpy_shapes import concatenate, ravel, reshape
 from .writes import setitem
 
 _MODES = ("raise", "wrap", "clip")
 
-
-def _host(value):
-    """A value every rank needs whole (an index, a condition): DTensors are gathered."""
-    return np.asarray(value) if type(value) is DTensor else value
 
 
 def _index(name: str, indices):

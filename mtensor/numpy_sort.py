@@ -32,7 +32,7 @@ from .dtensor import DTensor
 from .numpy_api import implements, refuse
 from .numpy_shapes import ravel, reshape
 from .ops import sort_plan as plan
-from .placement import Replicate, Shard, local_offset, reduced
+from .placement import Replicate, Shard, local_offset, local_shape, reduced
 from .spec import DTensorSpec
 
 
@@ -42,8 +42,8 @@ def _prepare(name: str, a, differentiable: bool = True) -> DTensor:
     if type(a) is not DTensor:
         raise TypeError(f"np.{name}: expected a DTensor, got {type(a).__name__}")
     if differentiable and modes.is_tracked(a):
-        raise TypeError(f"np.{name}: gradients of sort are not supported; compute it outside "
-                        f"the differentiated function")
+        raise TypeError(f"np.{name}: gradients of np.{name} are not supported; compute it "
+                        f"outside the differentiated function")
     return a.redistribute(placements=reduced(a.placements))
 
 
@@ -156,6 +156,8 @@ def _check_kth(name, a, kth, axis, kind):
     refuse(name, kind=None if kind == "introselect" else kind)
     if type(kth) is DTensor:
         raise TypeError(f"np.{name}: kth given as a DTensor is not supported; pass ints")
+    if a.size == 0:        # numpy partitions an empty array for any kth
+        return
     n = a.size if axis is None else a.shape[normalize_axis_index(axis, a.ndim)]
     bad = [int(k) for k in np.atleast_1d(kth) if not -n <= int(k) < n]
     if bad:
@@ -252,13 +254,20 @@ def _quantile_like(name, fn, a, q, axis, keepdims, **kwargs):
     if keepdims is not np._NoValue:
         kwargs["keepdims"] = bool(keepdims)
     args = () if q is None else (q,)
-    local = fn(a.redistribute(placements=whole).to_local(), *args, axis=axis, **kwargs)
+    block = a.redistribute(placements=whole).to_local()
+    local = fn(block, *args, axis=axis, **kwargs)
     kept = [d for d in range(a.ndim) if kwargs.get("keepdims") or d not in axes]
     lead = np.ndim(q)
     shape = np.shape(q) + tuple(1 if d in axes else a.shape[d] for d in kept)
     placements = tuple(Shard(lead + kept.index(p.dim)) if isinstance(p, Shard) else p
                        for p in whole)
-    return _wrap(local, a.device_mesh, placements, shape)
+    # the dtype from a one-element probe, the same on every rank (numpy's errors too): the
+    # nan* quantiles answer an empty block with nanmean's shape and dtype
+    dtype = np.asarray(fn(np.zeros((1,) * a.ndim, a.dtype), *args, axis=axis, **kwargs)).dtype
+    if a.size and not block.size:
+        mesh = a.device_mesh
+        local = np.empty(local_shape(shape, mesh.shape, placements, mesh.coordinate), dtype)
+    return _wrap(np.asarray(local).astype(dtype, copy=False), a.device_mesh, placements, shape)
 
 
 def _quantiles(name, fn):

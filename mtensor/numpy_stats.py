@@ -22,16 +22,12 @@ from numpy.lib.array_utils import normalize_axis_tuple
 
 from . import modes
 from .creation import full_like, ones_like
-from .dtensor import DTensor
 from .numpy_api import _axis, _out, _run, all, astype, dot, implements, max, mean, min, sum
-from .numpy_api import where
+from .numpy_api import _dt, where
 from .numpy_shapes import getitem, reshape, squeeze, transpose
 
 _SCALARS = (int, float, complex)
 
-
-def _dt(x) -> bool:
-    return type(x) is DTensor
 
 
 def _agreed(name, flag) -> bool:

@@ -6,13 +6,9 @@ from __future__ import annotations
 import numpy as np
 
 from .dtensor import DTensor
-from .numpy_api import _run, implements
+from .numpy_api import _host, _run, implements
 from .writes import WHOLE, assign, check_cast, check_write, setitem
 
-
-def _host(value):
-    """A value every rank needs whole (an index, a cycled fill): DTensors are gathered."""
-    return np.asarray(value) if type(value) is DTensor else value
 
 
 @implements(np.copyto)

@@ -13,7 +13,7 @@ from functools import lru_cache
 from typing import List, Tuple
 
 from ..placement import Partial, max_local_shape
-from .registry import Choice, Layout, OpCall
+from .registry import Choice, OpCall
 
 
 @lru_cache(maxsize=8192)

@@ -51,7 +51,13 @@ def _norms(orders):
     return lambda x: tuple(np.linalg.norm(x, *o) for o in orders)
 
 
+# a batch with a singular matrix, split over more ranks than it has matrices on 3+ ranks
+BATCH = np.stack([SQ[:2, :2], [[1.0, 2.0], [2.0, 4.0]], SQ[2:, 2:]])
+
 CASES = {
+    "per_matrix_tol": (lambda x: (np.linalg.matrix_rank(x, tol=np.array([0.1, 0.2, 0.3])),
+                                  np.linalg.matrix_rank(x[:2], tol=np.array([0.1, 0.2])),
+                                  np.linalg.pinv(x, rcond=np.array([0.1, 0.2, 0.3]))), BATCH),
     "norm_matrix": (_norms([(o,) for o in FLAT]), M),
     "norm_axes": (_norms(AXES), M),
     "norm_vector": (_norms([(None,), (1,), (-3,), (0,), (np.inf,)]), V),

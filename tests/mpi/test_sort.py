@@ -20,6 +20,7 @@ MI = random_array((5, 6), np.int32, seed=5)
 COUNTS = np.random.default_rng(6).integers(0, 6, size=12)
 SORTED = np.sort(random_array((9,), seed=7))
 W12 = random_array((12,), seed=8)
+SMALL2D = random_array((2, 5), seed=9)                # 2 rows: empty row blocks from 3 ranks
 
 
 def _tuple(fn):
@@ -27,6 +28,13 @@ def _tuple(fn):
 
 
 CASES = {
+    # ranks with empty blocks: numpy's dtype from the other ranks' (nan* quantiles answer an
+    # empty array with nanmean's), numpy's errors on every rank, any kth of an empty array
+    "empty_block_dtypes": (lambda x: (np.nanquantile(x, [0.5], axis=1),
+                                      np.nanpercentile(x.astype(np.float32), [10, 50], axis=1),
+                                      np.nanquantile(x.astype(np.int64), 0.5, axis=1,
+                                                     method="lower"),
+                                      np.partition(x[:0], 3, axis=0)), SMALL2D),
     "sort_1d_nan": (np.sort, VN),
     "sort_1d_int": (np.sort, VI),
     "sort_tiny": (np.sort, TINY),
@@ -130,6 +138,7 @@ def test_layouts_and_communication(mesh):
 def test_refusals(mesh):
     x = mt.distribute_tensor(V, mesh, _split(mesh))
     i = mt.distribute_tensor(VI, mesh, _split(mesh))
+    t = mt.distribute_tensor(np.array([1, 0]), mesh, _split(mesh))   # empty blocks from 3 ranks
     cases = {
         "sort order": (lambda: np.sort(x, order="a"), TypeError, "order"),
         "unique axis": (lambda: np.unique(x, axis=0), TypeError, "axis"),
@@ -139,6 +148,10 @@ def test_refusals(mesh):
         "bincount negative": (lambda: np.bincount(i), ValueError, "negative"),
         "bincount float": (lambda: np.bincount(x), TypeError, "cast"),
         "compile": (lambda: mt.compile(np.sort)(x), TypeError, "np.sort"),
+        # numpy raises these only on a non-empty block: every rank must raise, none wait
+        "bincount complex weights": (lambda: np.bincount(t, t * 1j), TypeError, "cast"),
+        "histogram bool weights": (lambda: np.histogram(t, [0, 1, 2.5], weights=t > 0),
+                                   TypeError, "Cannot cast"),
     }
     assert_each_raises(cases)
 
