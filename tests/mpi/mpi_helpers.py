@@ -63,6 +63,13 @@ def assert_each_raises(cases) -> None:
     assert_all_ranks(not bad, "; ".join(bad))
 
 
+def share(mesh, k, n):
+    """Which share of the layout pairs a test runs: all of them on 1-D and 2-D meshes; on a
+    3-D mesh (1728 pairs per shape, 8 ranks oversubscribed on 2 cores) pair i where i % n == k, so the
+    ``n`` tests of one parametrized family (shapes, reduce ops) cover every pair once."""
+    return (0, 1) if mesh.ndim < 3 else (k, n)
+
+
 def random_array(shape, dtype=np.float64, seed=0):
     """Integer-valued data: sums are exact in any order, so results compare bit for bit."""
     return np.random.default_rng(seed).integers(-9, 10, size=shape).astype(dtype)

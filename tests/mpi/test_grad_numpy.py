@@ -14,6 +14,8 @@ from mpi_helpers import (
 )
 from mtensor import Partial, Replicate, Shard
 
+MESH_NDIM_MAX = 2   # 1-D and 2-D meshes (see conftest.mesh)
+
 RNG = np.random.default_rng(5)
 A, B = RNG.standard_normal((7, 5)), RNG.standard_normal((7, 5))
 ROW, VEC = RNG.standard_normal(5), RNG.standard_normal(6)

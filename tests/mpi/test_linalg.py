@@ -10,6 +10,8 @@ import mtensor as mt
 from mpi_helpers import WORLD, assert_all_ranks, random_array
 from op_sweep import sweep
 
+MESH_NDIM_MAX = 2   # 1-D and 2-D meshes (see conftest.mesh)
+
 M = random_array((7, 5), seed=1)           # blocks of 2 or fewer rows: shorter than wide
 TALL = random_array((23, 3), seed=2)       # blocks taller than wide on every mesh
 WIDE = random_array((3, 6), seed=3)

@@ -10,12 +10,14 @@ from mpi_helpers import (
     layouts,
     partial_terms,
     random_array,
+    share,
 )
 from mtensor.placement import Partial, Replicate, Shard
 from mtensor.redistribute import plan_redistribute
 
 # Even on most meshes, uneven, and smaller than the mesh (empty shards).
 SHAPES = [(12, 8), (7, 5), (2, 3)]
+REDUCE_OPS = ["avg", "max", "min"]
 
 
 def make(full, mesh, placements):
@@ -24,12 +26,16 @@ def make(full, mesh, placements):
     return mt.DTensor.from_local(local, mesh, placements, shape=full.shape)
 
 
-def sweep(mesh, full, sources, targets, exact=True):
-    """Redistribute every source to every target; return what went wrong on this rank."""
-    failures = []
+def sweep(mesh, full, sources, targets, exact=True, part=(0, 1)):
+    """Redistribute every source to every target (pair ``i`` where ``i % n == k`` for
+    ``part=(k, n)``); return what went wrong on this rank."""
+    failures, (k, n), i = [], part, -1
     for src in sources:
         x = make(full, mesh, src)
         for dst in targets:
+            i += 1
+            if i % n != k:
+                continue
             with mt.CommDebugMode() as comm:
                 y = x.redistribute(mesh, dst)
             got, want = y.to_local(), expected_block(full, mesh, dst)
@@ -46,7 +52,8 @@ def sweep(mesh, full, sources, targets, exact=True):
 @pytest.mark.parametrize("shape", SHAPES, ids=str)
 def test_every_layout_to_every_layout(mesh, shape):
     full = random_array(shape)
-    failures = sweep(mesh, full, layouts(mesh.ndim, 2), layouts(mesh.ndim, 2, ()))
+    failures = sweep(mesh, full, layouts(mesh.ndim, 2), layouts(mesh.ndim, 2, ()),
+                     part=share(mesh, SHAPES.index(shape), len(SHAPES)))
     assert_all_ranks(not failures, f"{len(failures)} bad, e.g. {failures[:3]}")
 
 
@@ -60,11 +67,12 @@ def test_three_dim_tensor(mesh):
 
 
 @pytest.mark.mpi
-@pytest.mark.parametrize("op", ["avg", "max", "min"])
+@pytest.mark.parametrize("op", REDUCE_OPS)
 def test_partial_reduce_ops(mesh, op):
     full = random_array((7, 5), seed=4)
     sources = [s for s in layouts(mesh.ndim, 2, (op,)) if Partial(op) in s]
-    failures = sweep(mesh, full, sources, layouts(mesh.ndim, 2, ()), exact=op != "avg")
+    failures = sweep(mesh, full, sources, layouts(mesh.ndim, 2, ()), exact=op != "avg",
+                     part=share(mesh, REDUCE_OPS.index(op), len(REDUCE_OPS)))
     assert_all_ranks(not failures, f"{len(failures)} bad, e.g. {failures[:3]}")
 
 

@@ -10,6 +10,8 @@ import mtensor as mt
 from mpi_helpers import WORLD, assert_all_ranks, random_array
 from op_sweep import sweep
 
+MESH_NDIM_MAX = 2   # 1-D and 2-D meshes (see conftest.mesh)
+
 M = random_array((7, 5), seed=1)            # uneven on every mesh
 M2 = random_array((7, 5), seed=2)
 SMALL = random_array((3, 2), seed=3)        # smaller than the mesh: empty shards
@@ -96,7 +98,7 @@ def test_matches_numpy(mesh, name):
     fn, *arrays = CASES[name]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)   # numpy's, on its all-NaN slices
-        failures = sweep(mesh, fn, *arrays, limit=4 if mesh.ndim < 3 else 2)
+        failures = sweep(mesh, fn, *arrays, limit=4)
     assert_all_ranks(not failures, f"{name}: {failures[:3]} ({len(failures)} layouts fail)")
 
 

@@ -12,6 +12,8 @@ import mtensor.numpy_scans  # noqa: F401  (registers cumsum & co. until mtensor 
 from mpi_helpers import WORLD, assert_all_ranks, partial_terms, random_array
 from mtensor.placement import Partial, Replicate, Shard
 
+MESH_NDIM_MAX = 2   # 1-D and 2-D meshes (see conftest.mesh)
+
 R, S0, S1, P = Replicate(), Shard(0), Shard(1), Partial()
 SHAPES = [(7, 5), (3, 2)]
 
