@@ -4,7 +4,7 @@ import itertools
 import numpy as np
 
 import mtensor as mt
-from mpi_helpers import layouts
+from mpi_helpers import assert_all_ranks, layouts
 from mtensor.placement import local_shape
 
 LIMIT = 40  # layout combinations tried per op and mesh (evenly spread over all of them)
@@ -51,3 +51,9 @@ def sweep(mesh, fn, *arrays, partial_ops=("sum",), limit=LIMIT):
             elif not _same(got.full_tensor(), want):
                 failures.append((combo, list(got.placements)))
     return failures
+
+
+def assert_matches_numpy(mesh, name, fn, *arrays, limit=LIMIT):
+    """:func:`sweep`, failing on every rank with the first failing layouts named."""
+    failures = sweep(mesh, fn, *arrays, limit=limit)
+    assert_all_ranks(not failures, f"{name}: {failures[:3]} ({len(failures)} layouts fail)")

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 import mtensor as mt
 from mpi_helpers import assert_all_ranks, random_array
-from op_sweep import sweep
+from op_sweep import assert_matches_numpy
 
 MESH_NDIM_MAX = 2   # 1-D and 2-D meshes (see conftest.mesh)
 
@@ -62,8 +62,7 @@ CASES = {
 def test_matches_numpy(mesh, name):
     fn, *arrays = CASES[name]
     wrapped = lambda *a: (lambda r: tuple(r) if isinstance(r, (list, tuple)) else r)(fn(*a))
-    failures = sweep(mesh, wrapped, *arrays, limit=6)
-    assert_all_ranks(not failures, f"{name}: {failures[:3]} ({len(failures)} layouts fail)")
+    assert_matches_numpy(mesh, name, wrapped, *arrays, limit=6)
 
 
 @pytest.mark.mpi

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 import mtensor as mt
 from mpi_helpers import assert_all_ranks, assert_each_raises, layouts, random_array
 from mtensor.placement import Partial, Replicate, Shard, local_shape
-from op_sweep import sweep
+from op_sweep import assert_matches_numpy
 
 MESH_NDIM_MAX = 2   # 1-D and 2-D meshes (see conftest.mesh)
 
@@ -93,8 +93,7 @@ def test_matches_numpy(mesh, name):
     fn, *arrays = CASES[name]
     # limit=5 with two operands: a step of 2 or 3 over their combos, so both layouts vary
     limit = 4 if len(arrays) == 1 else 5
-    failures = sweep(mesh, fn, *arrays, limit=limit)
-    assert_all_ranks(not failures, f"{name}: {failures[:3]} ({len(failures)} layouts fail)")
+    assert_matches_numpy(mesh, name, fn, *arrays, limit=limit)
 
 
 @pytest.mark.mpi
