@@ -13,7 +13,8 @@ The scan along a split axis, for associative ufuncs (``ops.ufunc_methods.SCANNAB
 
 Only the totals move: one slice per block, never the blocks themselves.
 
-``np.diff``, ``np.ediff1d`` and ``np.gradient`` along a split axis exchange halos
+``np.diff``, ``np.ediff1d``, ``np.gradient`` and ``np.convolve`` along a split axis exchange
+halos
 (:mod:`ops.halo`): each block's first and last few slices are all-gathered, and each rank
 computes its output block from its own block and those edges.
 """
@@ -27,7 +28,7 @@ from .dtensor import DTensor
 from .numpy_api import _axis, _dtype, _out, _run, _tensor, implements, refuse
 from .ops.halo import halo_width
 from .ops.ufunc_methods import gathered, scan_mesh_dims
-from .placement import Partial, reduced
+from .placement import Partial, Replicate, reduced
 
 
 
@@ -194,6 +195,40 @@ def diff(a, n=1, axis=-1, prepend=np._NoValue, append=np._NoValue):
     return _halo("diff", a, axis, (int(n), *rows), extras, tuple(roles))
 
 
+@implements(np.convolve)
+def convolve(a, v, mode="full"):
+    """numpy's ``convolve`` of a split ``a`` with a kernel ``v`` used whole (a DTensor ``v``
+    is gathered): a halo exchange of ``len(v) - 1`` rows, each rank convolving its window
+    ('valid' over the rows the mode's zero padding extends).  A kernel longer than ``a``
+    (numpy swaps them) gathers ``a``."""
+    if type(a) is not DTensor:
+        a, v = v, a                       # convolution commutes
+    kernel = np.asarray(v)
+    if a.ndim != 1 or kernel.ndim != 1:
+        raise ValueError("object too deep for desired array")
+    if a.shape[0] == 0:
+        raise ValueError("a cannot be empty")
+    if kernel.size == 0:
+        raise ValueError("v cannot be empty")
+    if mode not in ("full", "same", "valid"):
+        raise ValueError(f"mode must be one of 'full', 'same', or 'valid' (got {mode!r})")
+    _numeric("convolve", a, kernel)
+    m = kernel.size
+    if m > a.shape[0]:
+        out = np.convolve(np.asarray(a), kernel, mode)
+        mesh = a.device_mesh
+        return DTensor.from_local(out, mesh, (Replicate(),) * mesh.ndim, shape=out.shape)
+    before, after = {"full": (m - 1, m - 1), "same": (m - 1 - (m - 1) // 2, (m - 1) // 2),
+                     "valid": (0, 0)}[mode]
+    extras, roles = [], []
+    for role, rows in (("prepend", before), ("append", after)):
+        if rows:
+            extras.append(np.zeros(rows, a.dtype))
+            roles.append(role)
+    params = (m - 1, before, after, kernel.dtype.str, tuple(kernel.tolist()))
+    return _halo("convolve", a, 0, params, extras, tuple(roles))
+
+
 @implements(np.ediff1d)
 def ediff1d(ary, to_end=None, to_begin=None):
     """numpy's ``ediff1d``: the flattened differences (a halo exchange), then the given
@@ -262,5 +297,5 @@ def gradient(f, *varargs, axis=None, edge_order=1):
     return out[0] if len(out) == 1 else tuple(out)
 
 
-__all__ = ["accumulate", "cumprod", "cumsum", "diff", "ediff1d", "gradient", "nancumprod",
-           "nancumsum", "outer", "reduce", "reduceat"]
+__all__ = ["accumulate", "convolve", "cumprod", "cumsum", "diff", "ediff1d", "gradient",
+           "nancumprod", "nancumsum", "outer", "reduce", "reduceat"]

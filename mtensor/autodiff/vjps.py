@@ -258,8 +258,9 @@ def _halo_apply_vjp(j, g, out, ops, params):
     already counted in ``a``'s share: they get none."""
     kind, axis, _, _, roles, rest = params
     if kind != "diff":
-        raise TypeError("value_and_grad: np.gradient has no gradient rule in mtensor; write "
-                        "the differences with slices (a[2:] - a[:-2]) / 2 or np.diff")
+        raise TypeError(f"value_and_grad: np.{kind} has no gradient rule in mtensor; write "
+                        f"it with slices (a[2:] - a[:-2], a[1:] * w[0] + a[:-1] * w[1]) or "
+                        f"np.diff")
     if roles[j] == "edges":
         return None
     n, before, _ = rest

@@ -1,4 +1,4 @@
-"""Halo exchange along a split axis, for ``np.diff`` and ``np.gradient``.
+"""Halo exchange along a split axis, for ``np.diff``, ``np.gradient`` and ``np.convolve``.
 
 A difference along a split axis needs a few slices of the neighbouring blocks.  It runs in
 two ops around one small gather (:mod:`numpy_scans` drives them)::
@@ -29,8 +29,9 @@ from .ufunc_methods import axis_blocks, scan_mesh_dims
 
 def out_length(kind, length, params) -> int:
     """Length of the result along the axis: diff's ``(n, prepend rows, append rows)``
-    shortens it by n, gradient keeps it."""
-    if kind == "diff":
+    shortens it by n (convolve's too: n = kernel length - 1, zero rows at the ends),
+    gradient keeps it."""
+    if kind in ("diff", "convolve"):
         n, before, after = params[:3]
         return max(length + before + after - n, 0)
     return length
@@ -38,7 +39,7 @@ def out_length(kind, length, params) -> int:
 
 def _needs(kind, params, length, block, out_block):
     """The global rows of ``a`` the output block is computed from (empty: (0, 0))."""
-    if kind == "diff":
+    if kind in ("diff", "convolve"):
         n, before = params[:2]
         start, stop = out_block
         if start == stop:
@@ -109,7 +110,8 @@ def _lent(p, axis):
 
 @register("halo_apply")
 def halo_apply_rule(call: OpCall) -> Strategy:
-    """numpy's ``kind`` (diff or gradient) on the window of rows each output block needs.
+    """numpy's ``kind`` (diff, convolve or gradient) on the window of rows each output block
+    needs.
     Operands: ``a``, then the gathered edges (or ``a`` gathered along the axis, ``whole``)
     when ``width`` > 0, then diff's prepend and append rows or gradient's coordinates,
     as ``roles`` names them."""
@@ -133,7 +135,7 @@ def halo_apply_rule(call: OpCall) -> Strategy:
         out_block = axis_blocks(shape[axis], sizes)[k]
         need = _needs(kind, params, length, blocks[k], out_block)
         window = _window(axis, blocks, k, need, width, whole)
-        compute = _diff_kernel if kind == "diff" else _gradient_kernel
+        compute = _gradient_kernel if kind == "gradient" else _diff_kernel
         return compute(axis, roles, params, dtype, blocks[k], out_block, need, window, length)
 
     return Strategy(tuple(shape), choices, kernel_for=kernel_for)
@@ -144,6 +146,8 @@ def _out_dtype(kind, call, roles, params):
     dtypes = [o.dtype for o, r in zip(call.operands, roles) if r in ("a", "prepend", "append")]
     if kind == "diff":
         return np.diff(np.zeros(2, np.result_type(*dtypes))).dtype
+    if kind == "convolve":
+        return np.convolve(np.zeros(1, dtypes[0]), np.zeros(1, params[3])).dtype
     return np.gradient(np.ones(3, dtypes[0])).dtype
 
 
@@ -188,8 +192,10 @@ def _empty(a, axis, dtype, rows):
 
 def _diff_kernel(axis, roles, params, dtype, block, out_block, need, window, length):
     """np.diff of the combined rows [prepend, a, append] from ``start`` to ``stop + n``,
-    which give this output block's rows ``start .. stop``."""
-    n, before, _ = params
+    which give this output block's rows ``start .. stop`` (np.convolve's 'valid' with the
+    kernel ``params[3:]``: the prepended and appended rows are its zero padding)."""
+    n, before = params[:2]
+    kernel = np.array(params[4], params[3]) if len(params) > 3 else None
     start, stop = out_block
     end = stop + n
 
@@ -204,6 +210,8 @@ def _diff_kernel(axis, roles, params, dtype, block, out_block, need, window, len
             tail = slice(max(start - before - length, 0), end - before - length)
             parts.append(ops["append"][_index(axis, a.ndim, tail)])
         rows = np.concatenate(parts, axis=axis) if len(parts) > 1 else parts[0]
+        if kernel is not None:
+            return np.convolve(rows, kernel, "valid").astype(dtype, copy=False)
         return np.diff(rows.astype(dtype, copy=False), n, axis)   # numpy's join promotes
     return diff
 

@@ -21,6 +21,9 @@ I8 = random_array((7, 5), np.int8, seed=4)
 U8 = random_array((9,), np.uint8, seed=5)
 B = M > 0
 C = M + 1j * random_array((7, 5), seed=6)
+KERNEL = np.array([0.25, -0.5, 1.0, 2.0])
+I3 = np.array([1, 2, 1])
+W3 = random_array((3,), seed=7)                # shorter than the kernels: empty shards too
 NAN = M.copy()
 NAN[2, 1], NAN[4, 3], NAN[5, 0] = np.nan, np.inf, -np.inf
 X7 = np.array([0.0, 1.0, 2.0, 3.0, 4.5, 6.0, 7.5])   # uneven spacing, even in stretches
@@ -28,6 +31,11 @@ X5 = np.arange(5) * 2
 ROW = random_array((1, 5), seed=7)
 
 CASES = {
+    "convolve": (lambda x: tuple(np.convolve(x, w, mode) for w in (KERNEL, KERNEL[:1], I3)
+                                 for mode in ("full", "same", "valid")), V),
+    "convolve_small_and_long_kernel": (lambda x: (np.convolve(x, KERNEL), np.convolve(V, x),
+                                                  np.convolve(x, V, "same")), W3),
+    "convolve_int": (lambda x: (np.convolve(x, I3, "valid"), np.convolve(I3, x)), U8),
     "diff": (lambda x: (np.diff(x), np.diff(x, axis=0), np.diff(x, 2, axis=0)), M),
     "diff_high_order": (lambda x: (np.diff(x, 5, axis=0), np.diff(x, 9, axis=0)), M),
     "diff_1d": (lambda x: (np.diff(x), np.diff(x, 3)), V),
@@ -76,16 +84,21 @@ def test_gradient_coordinates_as_dtensor(mesh):
 
 @pytest.mark.mpi
 def test_halo_moves_edges_only(mesh):
-    """diff along a split axis all-gathers one slice per block edge, never the blocks."""
+    """diff, gradient and convolve along a split axis all-gather a few slices per block edge,
+    never the blocks."""
     n = 64 * mesh.size()
     full = random_array((n, 3), seed=9)
     x = mt.distribute_tensor(full, mesh, [mt.Shard(0)] * mesh.ndim)
+    v = mt.distribute_tensor(full[:, 0], mesh, [mt.Shard(0)] * mesh.ndim)
     with mt.CommDebugMode() as comm:
         d = np.diff(x, axis=0)
         g = np.gradient(x, axis=0)
+        c = np.convolve(v, KERNEL, "same")
     counts = comm.get_comm_counts()
     moved = comm.get_total_bytes()
     ok = set(counts) <= {"all_gather"} and moved < full.nbytes / 4
+    ok = ok and c.placements == v.placements
+    ok = ok and np.allclose(c.full_tensor(), np.convolve(full[:, 0], KERNEL, "same"))
     ok = ok and d.placements == x.placements and g.placements == x.placements
     ok = ok and np.array_equal(d.full_tensor(), np.diff(full, axis=0))
     ok = ok and np.array_equal(g.full_tensor(), np.gradient(full, axis=0))
@@ -103,6 +116,9 @@ def test_errors_match_numpy(mesh):
         (lambda a: np.gradient(a, X7[:3], axis=0), ValueError),
         (lambda a: np.gradient(a, 1.0, 2.0, 3.0), TypeError),
         (lambda a: np.ediff1d(a > 0), TypeError),
+        (lambda a: np.convolve(a, KERNEL), ValueError),
+        (lambda a: np.convolve(a[:, 0], []), ValueError),
+        (lambda a: np.convolve(a[:, 0], KERNEL, "middle"), ValueError),
     ]
     for fn, error in checks:
         with pytest.raises(error):

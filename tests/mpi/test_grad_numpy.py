@@ -117,6 +117,8 @@ def test_gradients_without_a_rule_refuse_clearly(mesh):
         mt.grad(lambda x: np.cumprod(x, axis=0).sum())(x)
     with pytest.raises(TypeError, match="np.gradient has no gradient rule"):
         mt.grad(lambda x: np.gradient(x, axis=0).sum())(x)
+    with pytest.raises(TypeError, match="np.convolve has no gradient rule"):
+        mt.grad(lambda x: np.convolve(x[:, 0], [1.0, 2.0]).sum())(x)
     with pytest.raises(TypeError, match="np.interp has a gradient rule with respect to x"):
         mt.grad(lambda fp: np.interp(ROW, XP, fp).sum())(
             mt.distribute_tensor(FP, mesh, [Replicate()] * mesh.ndim))
