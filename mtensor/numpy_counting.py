@@ -120,7 +120,7 @@ def histogram(a, bins=10, range=None, density=None, weights=None):
         if np.shape(weights) != a.shape:
             raise ValueError(f"np.histogram: weights have shape {np.shape(weights)} but a has "
                              f"{a.shape}; give them the same shape")
-        weights = ravel(weights) if type(weights) is DTensor else np.ravel(weights)
+        weights = ravel(weights)
     a = ravel(a)
     if weights is not None:
         w = _like("histogram", a, weights, "weights")

@@ -118,8 +118,8 @@ def append(arr, values, axis=None):
     _no_dtensor("append", axis=axis)
     arr = arr if _dt(arr) else np.asanyarray(arr)
     if axis is None:
-        arr = ravel(arr) if _dt(arr) else np.ravel(arr)
-        values = ravel(values) if _dt(values) else np.ravel(values)
+        arr = ravel(arr)
+        values = ravel(values)
         axis = 0
     return concatenate((arr, values), axis=axis)
 

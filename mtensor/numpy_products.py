@@ -16,7 +16,7 @@ from .numpy_shapes import expand_dims, getitem, moveaxis, ravel, reshape, stack
 
 
 def _column(v, row=False):
-    flat = ravel(v) if _dt(v) else np.ravel(v)
+    flat = ravel(v)
     key = (None, slice(None)) if row else (slice(None), None)
     return getitem(flat, key) if _dt(flat) else flat[key]
 
@@ -46,7 +46,7 @@ def inner(a, b):
 def vdot(a, b):
     a, b = _tensor(a), _tensor(b)
     a = np.conj(a) if a.dtype.kind == "c" else a
-    return dot(ravel(a) if _dt(a) else np.ravel(a), ravel(b) if _dt(b) else np.ravel(b))
+    return dot(ravel(a), ravel(b))
 
 
 def _expand(x, axes):

@@ -250,7 +250,7 @@ def ediff1d(ary, to_end=None, to_begin=None):
                            ary.dtype, casting="same_kind"):
             raise TypeError(f"dtype of `{name}` must be compatible with input `ary` under the "
                             f"`same_kind` rule.")
-        end = ravel(end) if type(end) is DTensor else np.ravel(end)
+        end = ravel(end)
         parts[name] = end.astype(ary.dtype)
     return concatenate([p for p in (parts.get("to_begin"), d, parts.get("to_end"))
                         if p is not None])
@@ -291,7 +291,7 @@ def gradient(f, *varargs, axis=None, edge_order=1):
             step = spacing[()] if isinstance(spacing, np.ndarray) else spacing
             out.append(_halo("gradient", f, ax, (int(edge_order), step)))
         else:
-            coords = spacing if type(spacing) is DTensor else np.asarray(spacing)
+            coords = _tensor(spacing)
             out.append(_halo("gradient", f, ax, (int(edge_order), None), (coords,),
                              ("coords",)))
     return out[0] if len(out) == 1 else tuple(out)

@@ -67,7 +67,7 @@ def take(a, indices, axis=None, out=None, mode="raise"):
     if mode not in _MODES:
         raise ValueError(f"take: mode must be one of {_MODES}, not {mode!r}")
     if axis is None:
-        a, axis = (ravel(a) if type(a) is DTensor else np.ravel(a)), 0
+        a, axis = ravel(a), 0
     axis = normalize_axis_index(axis, np.ndim(a))
     indices = _index("take", indices)
     n = a.shape[axis]
@@ -84,7 +84,7 @@ def take_along_axis(arr, indices, axis=-1):
         if np.ndim(indices) != 1:
             raise ValueError("take_along_axis: when axis=None, `indices` must have a single "
                              "dimension")
-        arr, axis = (ravel(arr) if type(arr) is DTensor else np.ravel(arr)), 0
+        arr, axis = ravel(arr), 0
     axis = normalize_axis_index(axis, np.ndim(arr))
     indices = _index("take_along_axis", indices)
     if indices.ndim != np.ndim(arr):

@@ -16,10 +16,6 @@ from .numpy_select import take
 from .numpy_shapes import concatenate, getitem, ravel
 
 
-def _flat(a):
-    return ravel(a) if type(a) is DTensor else np.ravel(a)
-
-
 def _unique(a):
     return np.unique(a) if type(a) is DTensor else np.unique(np.asarray(a))
 
@@ -41,7 +37,7 @@ def isin(element, test_elements, assume_unique=False, invert=False, *, kind=None
 @implements(np.intersect1d)
 def intersect1d(ar1, ar2, assume_unique=False, return_indices=False):
     refuse("intersect1d", return_indices=return_indices or None)
-    a, b = (_flat(x) if assume_unique else _unique(x) for x in (ar1, ar2))
+    a, b = (ravel(x) if assume_unique else _unique(x) for x in (ar1, ar2))
     aux = np.sort(concatenate((a, b)))
     head = getitem(aux, slice(None, -1)) if type(aux) is DTensor else aux[:-1]
     tail = getitem(aux, slice(1, None)) if type(aux) is DTensor else aux[1:]
@@ -50,12 +46,12 @@ def intersect1d(ar1, ar2, assume_unique=False, return_indices=False):
 
 @implements(np.union1d)
 def union1d(ar1, ar2):
-    return np.unique(concatenate((_flat(ar1), _flat(ar2))))
+    return np.unique(concatenate((ravel(ar1), ravel(ar2))))
 
 
 @implements(np.setdiff1d)
 def setdiff1d(ar1, ar2, assume_unique=False):
-    a = _flat(ar1) if assume_unique else _unique(ar1)
+    a = ravel(ar1) if assume_unique else _unique(ar1)
     return a[isin(a, ar2, assume_unique=True, invert=True)]
 
 

@@ -114,6 +114,9 @@ def reshape(a, shape=None, order="C", *, newshape=None, copy=None):
 
 @implements(np.ravel)
 def ravel(a, order="C"):
+    """A DTensor's view; a plain array (a constant beside DTensors) raveled by numpy."""
+    if type(a) is not DTensor:
+        return np.ravel(a, order)
     return reshape(a, (-1,), order=order)
 
 
@@ -167,8 +170,7 @@ def broadcast_to(array, shape, subok=False):
 def concatenate(arrays, axis=0, out=None, dtype=None, casting=None):
     refuse("concatenate", dtype=dtype, casting=casting)
     if axis is None:
-        return concatenate([ravel(a) if hasattr(a, "placements") else np.ravel(a)
-                            for a in arrays], out=out)
+        return concatenate([ravel(a) for a in arrays], out=out)
     return _out(_run("concatenate", tuple(arrays), (int(axis),)), out, "same_kind")
 
 
