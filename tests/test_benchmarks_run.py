@@ -1,11 +1,12 @@
 """benchmarks/run.py runs end to end at tiny sizes, with torch and with torch hidden."""
 import os
-import signal
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from test_mpi_suites import finish
 
 ROOT = Path(__file__).resolve().parent.parent
 SECTIONS = ["## 1. Collectives", "## 2. Dispatch overhead", "## 3. Training step",
@@ -26,12 +27,7 @@ def run_quick(out, **env):
          "--timeout", "60"],
         cwd=ROOT, env=dict(os.environ, **env), stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT, text=True, start_new_session=True)
-    try:
-        stdout, _ = proc.communicate(timeout=100)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        stdout, _ = proc.communicate()
-        pytest.fail(f"benchmarks/run.py --quick: no result after 100 s\n{stdout[-10000:]}")
+    stdout, _ = finish(proc, 100, "benchmarks/run.py --quick")
     assert proc.returncode == 0, stdout[-10000:]
     return (out / "RESULTS.md").read_text()
 

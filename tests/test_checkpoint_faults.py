@@ -9,7 +9,6 @@ committed before or the new one, never a mix.  ``MTENSOR_FAULT_RUNS`` caps the r
 import os
 import random
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -17,7 +16,7 @@ import tempfile
 import numpy as np
 import pytest
 
-from test_mpi_suites import mpiexec
+from test_mpi_suites import finish, mpiexec
 
 pytest.importorskip("zarr")
 
@@ -81,12 +80,7 @@ def run_once(path, step, victim, hook, nth, delay):
          str(nth), str(delay)],
         env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         start_new_session=True)
-    try:
-        out, _ = proc.communicate(timeout=120)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        out, _ = proc.communicate()
-        pytest.fail(f"{hook} on rank {victim}: mpiexec hung after the kill\n{out[-5000:]}")
+    out, _ = finish(proc, 120, f"{hook} on rank {victim}: mpiexec after the kill")
     return proc.returncode, out
 
 

@@ -42,14 +42,20 @@ def run_under_mpi(n: int, args, timeout: int = LAUNCH_TIMEOUT_S,
         stderr=subprocess.STDOUT if merge_stderr else subprocess.PIPE, text=True,
         start_new_session=True,
     )
+    out, err = finish(proc, timeout, f"{n} ranks")
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+def finish(proc: subprocess.Popen, timeout: int, what: str):
+    """``proc``'s (stdout, stderr); past ``timeout`` its whole process group (started with
+    ``start_new_session=True``) is killed and the test fails, naming ``what``."""
     try:
-        out, err = proc.communicate(timeout=timeout)
+        return proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
         out, err = proc.communicate()
-        pytest.fail(f"{n} ranks: no result after {timeout} s (deadlock?)\n{out[-20000:]}"
+        pytest.fail(f"{what}: no result after {timeout} s (deadlock?)\n{out[-20000:]}"
                     f"{err or ''}")
-    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
 
 @pytest.mark.parametrize("n", SIZES)
