@@ -16,10 +16,6 @@ from .numpy_select import take
 from .numpy_shapes import concatenate, getitem, ravel
 
 
-def _unique(a):
-    return np.unique(a) if type(a) is DTensor else np.unique(np.asarray(a))
-
-
 @implements(np.isin)
 def isin(element, test_elements, assume_unique=False, invert=False, *, kind=None):
     """Each element looked up in the sorted test values (``element``'s layout, no gather)."""
@@ -37,7 +33,7 @@ def isin(element, test_elements, assume_unique=False, invert=False, *, kind=None
 @implements(np.intersect1d)
 def intersect1d(ar1, ar2, assume_unique=False, return_indices=False):
     refuse("intersect1d", return_indices=return_indices or None)
-    a, b = (ravel(x) if assume_unique else _unique(x) for x in (ar1, ar2))
+    a, b = (ravel(x) if assume_unique else np.unique(x) for x in (ar1, ar2))
     aux = np.sort(concatenate((a, b)))
     head = getitem(aux, slice(None, -1)) if type(aux) is DTensor else aux[:-1]
     tail = getitem(aux, slice(1, None)) if type(aux) is DTensor else aux[1:]
@@ -51,7 +47,7 @@ def union1d(ar1, ar2):
 
 @implements(np.setdiff1d)
 def setdiff1d(ar1, ar2, assume_unique=False):
-    a = ravel(ar1) if assume_unique else _unique(ar1)
+    a = ravel(ar1) if assume_unique else np.unique(ar1)
     return a[isin(a, ar2, assume_unique=True, invert=True)]
 
 
