@@ -3,13 +3,17 @@ placements of its operands and result), each collective with its mesh dim and by
 per-rank memory, the buckets ``mt.compile`` forms, where each starts and is waited for, and
 the predicted share of communication hidden behind compute.
 
-The prediction prices each bucket with the cost model (alpha + bus bytes / beta on its mesh
-dim) and sets it against the compute the schedule puts between its start and its wait, timed
-while tracing: hidden = min(comm, compute) per bucket, summed, over all communication.
+The prediction runs the step's program on ``overlap.timeline``'s model: the compute nodes
+take the times of the trace (the slowest rank's), each bucket is priced by the cost model and
+moves on its mesh dim's link after the buckets started before it, in phases that advance
+behind compute only up to the link's window per poll.  hidden = 1 - (predicted step -
+compute) / communication, the quantity ``benchmarks/netbed`` measures; calibrate first
+(``mt.calibrate``) for a prediction of this machine rather than of the default model.
 """
 from __future__ import annotations
 
 from ..overlap.bucketing import first_readers
+from ..overlap.timeline import bucket_cost, simulate
 from ..redistribute.cost import get_cost_model
 
 
@@ -65,36 +69,32 @@ class Explanation:
                          for n in needed_by.get(i, ())]
         self.ops += [(f"  <- {n.name}", f"mesh dim {n.fn.mesh_dim} (for the result)", n.fn.nbytes)
                      for n in needed_by.get(None, ())]
-        self.rows = self._buckets(traced, model)
-        self.comm_s = sum(r["comm_s"] for r in self.rows)
-        self.hidden_fraction = (sum(r["hidden_s"] for r in self.rows) / self.comm_s
-                                if self.comm_s else 0.0)
+        self.chosen_by = traced.chosen_by
+        self.timeline = _timeline(traced, model)
+        self.rows = self._buckets(traced, self.timeline)
+        self.comm_s = self.timeline.comm_s
+        self.step_s = self.timeline.step_s
+        self.hidden_fraction = self.timeline.hidden_fraction
 
     @staticmethod
-    def _buckets(traced, model):
-        graph, rows, started, compute = traced.graph, [], {}, 0.0
-        for what, k in traced.program:
-            if what == "compute":
-                compute += graph.nodes[k].seconds
-            elif what == "start":
-                started[k] = compute
-            else:
-                b = traced.replay.buckets[k]
-                alpha, beta = model.link(b.mesh_dim)
-                comm = alpha + b.nbytes / beta
-                between = compute - started.pop(k) if what == "wait" else 0.0
-                rows.append(dict(bucket=k, collective=b.kind, mesh_dim=b.mesh_dim,
-                                 members=len(b.members), bytes=b.nbytes,
-                                 overlapped=what == "wait", comm_s=comm,
-                                 compute_s=between, hidden_s=min(comm, between)))
-        return sorted(rows, key=lambda r: r["bucket"])
+    def _buckets(traced, timeline):
+        runs = {k: what for what, k in traced.program if what != "compute"}
+        rows = []
+        for k, b in enumerate(traced.replay.buckets):
+            rows.append(dict(bucket=k, collective=b.kind, mesh_dim=b.mesh_dim,
+                             members=len(b.members), bytes=b.nbytes,
+                             overlapped=runs[k] != "run", comm_s=timeline.costs[k].seconds,
+                             start_s=timeline.start[k], end_s=timeline.end[k],
+                             exposed_s=timeline.exposed[k]))
+        return rows
 
     @property
     def summary(self) -> str:
         return (f"{self.name}: {_count(self.ncollectives, 'collective')} in "
                 f"{_count(len(self.rows), 'bucket')}; "
                 f"predicted hidden {100 * self.hidden_fraction:.0f}% of "
-                f"{1e3 * self.comm_s:.3f} ms communication")
+                f"{1e3 * self.comm_s:.3f} ms communication; step "
+                f"{1e3 * self.step_s:.3f} ms")
 
     def __str__(self) -> str:
         width = max([len(op) for op, _, _ in self.ops] + [10])
@@ -106,13 +106,24 @@ class Explanation:
                   for op, what, b in self.ops]
         lines.append("totals: " + (", ".join(f"{k} x{n} ({_size(b)})" for k, (n, b) in
                                              self.totals.items()) or "no collectives"))
-        lines += ["", f"{'bucket':>6}  {'collective':<14} {'mesh dim':>8} {'members':>7} "
-                      f"{'bytes':>10}  {'runs':<10} {'comm ms':>8} {'compute ms':>10}"]
+        lines += ["", f"buckets ({self.chosen_by}); predicted times from the step's start:",
+                  f"{'bucket':>6}  {'collective':<14} {'mesh dim':>8} {'members':>7} "
+                  f"{'bytes':>10}  {'runs':<10} {'comm ms':>8} {'start ms':>9} {'end ms':>9} "
+                  f"{'exposed ms':>10}"]
         for r in self.rows:
             lines.append(f"{r['bucket']:>6}  {r['collective']:<14} {r['mesh_dim']:>8} "
                          f"{r['members']:>7} {_size(r['bytes']):>10}  "
                          f"{'overlapped' if r['overlapped'] else 'blocking':<10} "
-                         f"{1e3 * r['comm_s']:>8.3f} {1e3 * r['compute_s']:>10.3f}")
+                         f"{1e3 * r['comm_s']:>8.3f} {1e3 * r['start_s']:>9.3f} "
+                         f"{1e3 * r['end_s']:>9.3f} {1e3 * r['exposed_s']:>10.3f}")
         return "\n".join(lines)
 
     __repr__ = __str__
+
+
+def _timeline(traced, model):
+    """The step's predicted timeline (see the module's docstring)."""
+    costs = [bucket_cost(b.kind, b.mesh_dim, b.members[0].n, b.nbytes,
+                         sum(m.bucket_bytes for m in b.members), b.fused, model)
+             for b in traced.replay.buckets]
+    return simulate(traced.program, traced.seconds, costs, model.overlap_slowdown)

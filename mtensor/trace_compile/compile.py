@@ -16,26 +16,35 @@ from __future__ import annotations
 
 import functools
 
+import numpy as np
+
 from .. import modes, views
 from ..device import is_block
 from ..debug.explain import Explanation
 from ..debug.trace_export import export_trace
 from ..dispatch import _const_key
 from ..dtensor import DTensor
+from ..overlap.auto_buckets import choose_buckets
 from ..overlap.bucketing import plan_buckets
 from ..overlap.replay import Replay
 from ..overlap.schedule import plan_schedule
 from ..pytree import flatten, structure
+from ..redistribute.cost import get_cost_model
 from .graph import Graph
 from .tracer import Tracer
 
 _MB = 1 << 20
 
 
-def compile(fn=None, *, bucket_cap_mb: float = 25, first_bucket_mb: float = 1,
+def compile(fn=None, *, bucket_cap_mb="auto", first_bucket_mb: float = 1,
             overlap: bool = True, inflight_cap_mb: float = 100):
     """``fn`` traced once per input signature and replayed with bucketed, overlapped
-    collectives; usable as ``mt.compile(fn, ...)`` or as a decorator ``@mt.compile(...)``."""
+    collectives; usable as ``mt.compile(fn, ...)`` or as a decorator ``@mt.compile(...)``.
+
+    ``bucket_cap_mb="auto"`` splits the collectives into buckets where the cost model says
+    the step finishes earliest, from the compute times of the trace, agreed across ranks
+    (``overlap.auto_buckets``); a number caps every bucket at that many MB (the first at
+    ``first_bucket_mb``), as DDP does."""
     options = dict(bucket_cap_mb=bucket_cap_mb, first_bucket_mb=first_bucket_mb,
                    overlap=overlap, inflight_cap_mb=inflight_cap_mb)
     if fn is None:
@@ -60,15 +69,22 @@ def _leaf_key(leaf):
 class _Traced:
     """One signature's graph and its replay."""
 
-    def __init__(self, graph: Graph, buckets, program, replay: Replay):
+    def __init__(self, graph: Graph, buckets, program, replay: Replay, seconds, chosen_by):
         self.graph, self.buckets, self.program, self.replay = graph, buckets, program, replay
+        self.seconds = seconds          # per node, agreed across ranks (the slowest rank's)
+        self.chosen_by = chosen_by      # how the buckets were chosen, for explain
 
 
 class Compiled:
     def __init__(self, fn, bucket_cap_mb, first_bucket_mb, overlap, inflight_cap_mb):
         functools.update_wrapper(self, fn)
         self.fn, self.overlap = fn, overlap
-        self.cap, self.first_cap = int(bucket_cap_mb * _MB), int(first_bucket_mb * _MB)
+        if bucket_cap_mb != "auto" and not isinstance(bucket_cap_mb, (int, float)):
+            raise TypeError(f"mt.compile: bucket_cap_mb must be \"auto\" or a number of MB, "
+                            f"not {bucket_cap_mb!r}")
+        self.auto = bucket_cap_mb == "auto"
+        self.cap = 25 * _MB if self.auto else int(bucket_cap_mb * _MB)
+        self.first_cap = int(first_bucket_mb * _MB)
         self.inflight_cap = int(inflight_cap_mb * _MB)
         self._traces: dict = {}
         self._last = None
@@ -138,9 +154,39 @@ class Compiled:
         graph = Graph(self.fn.__name__, tracer.nodes, len(tracer.values), tracer.consts,
                       inputs, outputs, rebuild, meshes[0] if meshes else None,
                       _nbytes(leaves), _nbytes(out_leaves))
-        buckets = plan_buckets(graph.nodes, self.cap, self.first_cap)
+        seconds = agreed_seconds(graph)
+        if self.auto and seconds is not None:
+            buckets = choose_buckets(graph.nodes, seconds, get_cost_model())
+            chosen_by = "auto: where the cost model finishes them earliest"
+        else:
+            buckets = plan_buckets(graph.nodes, self.cap, self.first_cap)
+            chosen_by = (f"cap {self.cap / _MB:g} MB, first {self.first_cap / _MB:g} MB"
+                         + (" (auto: the ranks' graphs differ, so the default cap)"
+                            if self.auto else ""))
+        if seconds is None:
+            seconds = [n.seconds for n in graph.nodes]
         program = plan_schedule(graph.nodes, buckets, self.overlap, self.inflight_cap)
-        return result, _Traced(graph, buckets, program, Replay(graph, buckets, program))
+        return result, _Traced(graph, buckets, program, Replay(graph, buckets, program),
+                               seconds, chosen_by)
+
+
+def agreed_seconds(graph):
+    """Each node's traced compute time, the largest over the ranks (the slowest rank sets the
+    pace), so that every rank chooses the same buckets; None where the ranks' graphs differ
+    in length or the collectives span several meshes (no one communicator to agree on)."""
+    seconds = np.array([n.seconds for n in graph.nodes], np.float64)
+    meshes = {id(n.fn.mesh): n.fn.mesh for n in graph.collectives()}
+    if not meshes:
+        return seconds.tolist()
+    if len(meshes) > 1:
+        return None
+    comm = next(iter(meshes.values())).communicator()
+    sizes = np.array([len(seconds), -len(seconds)], np.float64)
+    comm.all_reduce(sizes, sizes, None, "max")
+    if sizes[0] != -sizes[1]:
+        return None
+    comm.all_reduce(seconds, seconds, None, "max")
+    return seconds.tolist()
 
 
 def _is_array(leaf) -> bool:
