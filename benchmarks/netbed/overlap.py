@@ -12,7 +12,8 @@ Workload: an MLP of ``--layers`` tanh layers of ``d x d`` float32 weights, repli
 order rotates every rep; a side's time is the slower rank's):
 
 - ``eager``: the step uncompiled (each gradient all-reduced, blocking, as it completes);
-- ``compiled[cap]``: ``mt.compile(step, bucket_cap_mb=cap, overlap=True)``;
+- ``compiled[cap]``: ``mt.compile(step, bucket_cap_mb=cap, overlap=True)``; cap ``auto`` is
+  the default (``mt.compile(step)``), which chooses the buckets from the calibrated model;
 - ``blocking[cap]``: the same buckets with ``overlap=False``;
 - ``compute_eager`` / ``compute_compiled``: the same step, eager and compiled, on each rank's
   half batch over a 1-rank mesh on ``COMM_SELF`` (no communication at all);
@@ -40,6 +41,10 @@ def loss(params, x, y):
     for i in range(len(params)):
         h = np.tanh(h @ params[f"w{i}"])
     return ((h - y) ** 2).mean()
+
+
+def _cap(text):
+    return text if text == "auto" else float(text)
 
 
 def make_params(mesh, weights):
@@ -107,7 +112,8 @@ def main():
     ap.add_argument("--layers", type=int, default=8)
     ap.add_argument("--d", type=int, default=1024)
     ap.add_argument("--batch", type=int, default=1536, help="global batch (half per rank)")
-    ap.add_argument("--caps", default="2,4,25", help="bucket caps in MB, comma separated")
+    ap.add_argument("--caps", default="auto,1,2,4,8,25",
+                    help="bucket caps in MB or auto (the default), comma separated")
     ap.add_argument("--reps", type=int, default=10)
     ap.add_argument("--lr", type=float, default=0.01)
     ap.add_argument("--json", help="rank 0 writes the results here")
@@ -117,7 +123,7 @@ def main():
     load_before = os.getloadavg()
     if world.size != 2:
         raise SystemExit("overlap.py: run on exactly 2 ranks")
-    caps = [float(c) for c in args.caps.split(",")]
+    caps = args.caps.split(",")
     raw16 = link_check(world)
     if world.rank == 0:
         print(f"raw Allreduce 16 MiB float32: {1e3 * raw16:.1f} ms", flush=True)
@@ -129,15 +135,15 @@ def main():
     half = slice(world.rank * args.batch // 2, (world.rank + 1) * args.batch // 2)
 
     mesh = mt.init_device_mesh((2,))
-    link = mt.calibrate(mesh)    # so mt.explain's prediction prices this link, not a default
+    link = mt.calibrate(mesh, repeats=15)   # the link's cost and overlap: auto buckets, explain
     solo = mt.init_device_mesh((1,), comm=MPI.COMM_SELF)
     x, y = (mt.distribute_tensor(a, mesh, [mt.Shard(0)]) for a in (x_all, y_all))
     xs, ys = (mt.distribute_tensor(a[half].copy(), solo, [mt.Shard(0)]) for a in (x_all, y_all))
 
-    check_compiled_matches_eager(mesh, weights, x, y, args.lr, caps[0])
+    check_compiled_matches_eager(mesh, weights, x, y, args.lr, _cap(caps[0]))
 
     step = make_step(args.lr)
-    sides, plans = {}, {}
+    sides, plans, compiled = {}, {}, {}
     p = make_params(mesh, weights)
     sides["eager"] = lambda: step(p, x, y)
     ps = make_params(solo, weights)
@@ -146,17 +152,18 @@ def main():
     sides["compute_compiled"] = lambda: solo_step(pcs, xs, ys)
     for cap in caps:
         for overlap, name in ((True, "compiled"), (False, "blocking")):
-            pc, fn = make_params(mesh, weights), mt.compile(step, bucket_cap_mb=cap,
+            pc, fn = make_params(mesh, weights), mt.compile(step, bucket_cap_mb=_cap(cap),
                                                           overlap=overlap)
             explanation = mt.explain(fn, pc, x, y)           # traces (first call)
-            sides[f"{name}[{cap:g}]"] = (lambda fn=fn, pc=pc: fn(pc, x, y))
+            sides[f"{name}[{cap}]"] = (lambda fn=fn, pc=pc: fn(pc, x, y))
             if name == "compiled":
                 plans[cap] = explanation
+                compiled[cap] = (fn, pc)
                 if cap == caps[0]:
                     traced_fn = fn
         sizes = [r["bytes"] for r in plans[cap].rows]
         bufs = [(np.ones(n // 4, np.float32), np.empty(n // 4, np.float32)) for n in sizes]
-        sides[f"comm[{cap:g}]"] = (lambda bufs=bufs: [world.Allreduce(s, r) for s, r in bufs])
+        sides[f"comm[{cap}]"] = (lambda bufs=bufs: [world.Allreduce(s, r) for s, r in bufs])
 
     times = {k: [] for k in sides}
     names = list(sides)
@@ -171,9 +178,11 @@ def main():
             sides[name]()
             mine = time.perf_counter() - start
             times[name].append(world.allreduce(mine, op=MPI.MAX))
+    # explain again after the reps: the same buckets, compute timed in the latest replay
+    plans = {cap: mt.explain(fn, pc, x, y) for cap, (fn, pc) in compiled.items()}
     split = {"compute_compiled": busy_split(solo_step, sides["compute_compiled"], world),
-             f"compiled[{caps[0]:g}]": busy_split(traced_fn, sides[f"compiled[{caps[0]:g}]"],
-                                                  world)}
+             f"compiled[{caps[0]}]": busy_split(traced_fn, sides[f"compiled[{caps[0]}]"],
+                                                world)}
     if args.trace:
         traced_fn(p_trace := make_params(mesh, weights), x, y)
         traced_fn(p_trace, x, y)
@@ -183,7 +192,7 @@ def main():
     low = {k: float(np.min(v)) for k, v in times.items()}
     hidden, hidden_min = {}, {}
     for cap in caps:
-        c = f"{cap:g}"
+        c = cap
         for t, out in ((med, hidden), (low, hidden_min)):
             comm = t[f"comm[{c}]"]
             out[f"compiled[{c}]"] = 1 - (t[f"compiled[{c}]"] - t["compute_compiled"]) / comm
@@ -201,10 +210,12 @@ def main():
             hidden=hidden, hidden_from_min=hidden_min,
             busy_split=split,
             loadavg_before=load_before, loadavg_after=os.getloadavg(),
-            calibrated=dict(alpha_s=link.alpha, beta_bytes_per_s=link.beta),
-            predicted={f"{cap:g}": plans[cap].hidden_fraction for cap in caps},
-            buckets={f"{cap:g}": [r["bytes"] for r in plans[cap].rows] for cap in caps},
-            plans={f"{cap:g}": str(plans[cap]) for cap in caps})
+            calibrated=dict(alpha_s=link.alpha, beta_bytes_per_s=link.beta,
+                            poll_window_s=float(link.poll_window_s),
+                            overlap_slowdown=float(link.overlap_slowdown)),
+            predicted={cap: plans[cap].hidden_fraction for cap in caps},
+            buckets={cap: [r["bytes"] for r in plans[cap].rows] for cap in caps},
+            plans={cap: str(plans[cap]) for cap in caps})
         for k, v in result["times"].items():
             print(f"{k:>20}: {1e3 * v['median']:8.1f} ms  [{1e3 * v['min']:.1f}, "
                   f"{1e3 * v['max']:.1f}]")

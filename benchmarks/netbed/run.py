@@ -93,7 +93,7 @@ def report(results, rate, command) -> str:
         "blocking collective (the compute baseline runs each rank alone), hence `hidden "
         "blocking` < 0.  saved by overlap = (t_blocking - t_compiled) / t_comm: the same "
         "buckets with and without overlap.  Hidden is from median times, in brackets from min times (the least "
-        "disturbed rep: the machine is shared).  `predicted` is `mt.explain`'s estimate after `mt.calibrate(mesh)` on the link.  The last bucket has no compute left to hide behind (the optimizer step waits for it), so at most 1 - last bucket / all buckets can be hidden.", "",
+        "disturbed rep: the machine is shared).  `predicted` is `mt.explain`'s estimate after `mt.calibrate(mesh, repeats=15)` on the link (the README's \"What mt.explain predicts\"), with compute timed in rank 0's latest replay; `off` is hidden compiled minus predicted, in points.  The last bucket has no compute left to hide behind (the optimizer step waits for it), so at most 1 - last bucket / all buckets can be hidden.", "",
     ]
     for res in results:
         t, h = res["times"], res["hidden"]
@@ -105,11 +105,15 @@ def report(results, rate, command) -> str:
                   f"Raw 16 MiB Allreduce: {1e3 * res['raw_allreduce_16mib_s']:.0f} ms.  "
                   f"Step compute alone: compiled {_ms(t['compute_compiled'])}, eager "
                   f"{_ms(t['compute_eager'])}; eager step {_ms(t['eager'])}.  "
-                  f"Load average before/after: {load}.", "",
+                  f"Load average before/after: {load}.  Calibrated link: alpha "
+                  f"{1e6 * res['calibrated']['alpha_s']:.0f} us, beta "
+                  f"{res['calibrated']['beta_bytes_per_s'] / 1e6:.0f} MB/s, window per poll "
+                  f"{1e3 * res['calibrated']['poll_window_s']:.1f} ms, compute slowdown "
+                  f"{res['calibrated']['overlap_slowdown']:.2f}.", "",
                   f"Launch: `{res['launch']}`", "",
                   "| bucket cap MB | buckets (MiB) | t_comm | t_compiled | t_blocking | "
-                  "hidden compiled | hidden blocking | saved by overlap | hidden eager | predicted |",
-                  "|---|---|---|---|---|---|---|---|---|---|"]
+                  "hidden compiled | hidden blocking | saved by overlap | hidden eager | predicted | off |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|"]
         split = "; ".join(
             f"{k}: " + ", ".join(f"rank {r} {c:.0f} ms compute + {o:.0f} ms other"
                                  for r, (c, o) in enumerate(v))
@@ -121,7 +125,8 @@ def report(results, rate, command) -> str:
                 f"| {cap} | {mib} | {_ms(t[f'comm[{cap}]'])} | {_ms(t[f'compiled[{cap}]'])} | "
                 f"{_ms(t[f'blocking[{cap}]'])} | {pct(f'compiled[{cap}]')} | "
                 f"{pct(f'blocking[{cap}]')} | {pct(f'saved[{cap}]')} | {pct(f'eager (vs comm[{cap}])')} | "
-                f"{100 * res['predicted'][cap]:.0f}% |")
+                f"{100 * res['predicted'][cap]:.0f}% | "
+                f"{100 * (h[f'compiled[{cap}]'] - res['predicted'][cap]):+.0f} |")
         lines += ["", f"Inside the replay (medians of 5, from the spans `export_trace` writes): {split}.",
                   ""]
     return "\n".join(lines)
@@ -135,14 +140,14 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--rate", default=netns.DEFAULT_RATE)
     ap.add_argument("--reps", default="15")
-    ap.add_argument("--caps", default="2,4,25")
+    ap.add_argument("--caps", default="auto,1,2,4,8,25")
     ap.add_argument("--layers", default="8")
     ap.add_argument("--d", default="1024")
     ap.add_argument("--batch", default="1536")
     ap.add_argument("--no-async", action="store_true", help="skip the progress-thread run")
     ap.add_argument("--trace", default="/tmp/mtensor_netbed_trace.json",
                     help="Chrome trace of one compiled replay (not committed)")
-    ap.add_argument("--timeout", type=int, default=300, help="seconds per launch")
+    ap.add_argument("--timeout", type=int, default=480, help="seconds per launch")
     ap.add_argument("--out", default=str(HERE / "RESULTS.md"))
     args = ap.parse_args(argv)
     reason = netns.unavailable()

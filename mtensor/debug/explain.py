@@ -4,7 +4,9 @@ per-rank memory, the buckets ``mt.compile`` forms, where each starts and is wait
 the predicted share of communication hidden behind compute.
 
 The prediction runs the step's program on ``overlap.timeline``'s model: the compute nodes
-take the times of the trace (the slowest rank's), each bucket is priced by the cost model and
+take their times in this rank's latest replay (before any, the trace's, the slowest rank's:
+the first call's are inflated by first-touch page faults, ~1.6x on the test bed's step),
+each bucket is priced by the cost model and
 moves on its mesh dim's link after the buckets started before it, in phases that advance
 behind compute only up to the link's window per poll.  hidden = 1 - (predicted step -
 compute) / communication, the quantity ``benchmarks/netbed`` measures; calibrate first
@@ -70,6 +72,8 @@ class Explanation:
         self.ops += [(f"  <- {n.name}", f"mesh dim {n.fn.mesh_dim} (for the result)", n.fn.nbytes)
                      for n in needed_by.get(None, ())]
         self.chosen_by = traced.chosen_by
+        self.timed = ("the latest replay" if len(traced.replay.marks) > 1
+                      else "the trace (no replay yet)")
         self.timeline = _timeline(traced, model)
         self.rows = self._buckets(traced, self.timeline)
         self.comm_s = self.timeline.comm_s
@@ -106,7 +110,8 @@ class Explanation:
                   for op, what, b in self.ops]
         lines.append("totals: " + (", ".join(f"{k} x{n} ({_size(b)})" for k, (n, b) in
                                              self.totals.items()) or "no collectives"))
-        lines += ["", f"buckets ({self.chosen_by}); predicted times from the step's start:",
+        lines += ["", f"buckets ({self.chosen_by}); predicted times from the step's start, "
+                      f"compute timed in {self.timed}:",
                   f"{'bucket':>6}  {'collective':<14} {'mesh dim':>8} {'members':>7} "
                   f"{'bytes':>10}  {'runs':<10} {'comm ms':>8} {'start ms':>9} {'end ms':>9} "
                   f"{'exposed ms':>10}"]
@@ -126,4 +131,5 @@ def _timeline(traced, model):
     costs = [bucket_cost(b.kind, b.mesh_dim, b.members[0].n, b.nbytes,
                          sum(m.bucket_bytes for m in b.members), b.fused, model)
              for b in traced.replay.buckets]
-    return simulate(traced.program, traced.seconds, costs, model.overlap_slowdown)
+    seconds = traced.replay.node_seconds(traced.seconds)
+    return simulate(traced.program, seconds, costs, model.overlap_slowdown)

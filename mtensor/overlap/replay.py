@@ -29,6 +29,7 @@ class Replay:
         self.steps = [(_COMPUTE, (nodes[k].fn, nodes[k].ins, nodes[k].outs))
                       if what == "compute" else (kinds[what], k) for what, k in program]
         self.frees = self._last_uses(nodes, program, graph)
+        self.program = program
         self.labels = [nodes[k].name if what == "compute" else
                        f"{self.buckets[k].kind} x{len(self.buckets[k].members)}"
                        for what, k in program]
@@ -105,6 +106,17 @@ class Replay:
             if s not in keep:
                 frees[i].append(s)
         return [tuple(f) for f in frees]
+
+    def node_seconds(self, traced_seconds):
+        """Per graph node, its compute seconds in the latest replay on this rank (the poll
+        after it included), or ``traced_seconds`` before any replay."""
+        if len(self.marks) != len(self.program) + 1:
+            return list(traced_seconds)
+        out = list(traced_seconds)
+        for i, (what, k) in enumerate(self.program):
+            if what == "compute":
+                out[k] = self.marks[i + 1] - self.marks[i]
+        return out
 
     @property
     def spans(self):

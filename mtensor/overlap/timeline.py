@@ -179,3 +179,54 @@ class _Sim:
             self._advance(min(q[0].left for q in self.queues.values() if q), in_mpi=True)
         self.exposed[k] = self.now - began
         self.inflight.remove(k)
+
+
+# mt.calibrate's probes: (all-reduces, compute chunks after each one's start, chunk length
+# as a share of one all-reduce's time)
+PROBES = ((4, 1, 1 / 3), (4, 1, 2 / 3), (1, 3, 1 / 3), (1, 1, 1.0))
+
+
+def probe_program(nbuckets: int, nchunks: int):
+    """A probe's program: per bucket, start it and run ``nchunks`` compute nodes (a poll
+    after each); then wait for every bucket.  Returns (program, number of compute nodes)."""
+    program, nodes = [], 0
+    for k in range(nbuckets):
+        program.append(("start", k))
+        program += [("compute", nodes + i) for i in range(nchunks)]
+        nodes += nchunks
+    return program + [("wait", k) for k in range(nbuckets)], nodes
+
+
+def fit_overlap(comm_s: float, phases: int, measured: Sequence[float]) -> Tuple[float, float]:
+    """(window seconds, slowdown) of this model for the probes of ``PROBES`` (``measured``:
+    per probe, a chunk's seconds alone, the probe's seconds, a chunk's seconds inside it).
+    The slowdown is measured directly (chunks inside the probes against alone: the window
+    and the slowdown trade off in a fit of the probe times alone, so it is not fitted); the
+    window is the one of a grid whose model predicts the probe times best (least squared
+    relative error; ties go to the smaller window)."""
+    alone, probes, inside = measured[0::3], measured[1::3], measured[2::3]
+    ratios = sorted(i / a for a, i in zip(alone, inside) if a > 0)
+    slowdown = min(1.0, max(0.0, ratios[len(ratios) // 2] - 1.0)) if ratios else 0.0
+    slowdown = round(slowdown, 2)
+    windows = [0.0] + [comm_s * f for f in _geomspace(1 / 64, 2, 43)] + [float("inf")]
+    best = None
+    for window in windows:
+        err = sum((predict_probe(probe, comm_s, phases, chunk_s, window, slowdown)
+                   / probe_s - 1) ** 2
+                  for probe, chunk_s, probe_s in zip(PROBES, alone, probes))
+        if best is None or err < best[0] - 1e-12:
+            best = (err, window)
+    return best[1], slowdown
+
+
+def predict_probe(probe, comm_s: float, phases: int, chunk_s: float, window: float,
+                  slowdown: float) -> float:
+    """The model's seconds for ``probe`` (a row of ``PROBES``) with these chunk seconds."""
+    nbuckets, nchunks, _ = probe
+    program, nodes = probe_program(nbuckets, nchunks)
+    cost = [BucketCost(0, comm_s, phases, 0.0, window)] * nbuckets
+    return simulate(program, [chunk_s] * nodes, cost, slowdown).step_s
+
+
+def _geomspace(lo: float, hi: float, n: int) -> List[float]:
+    return [lo * (hi / lo) ** (i / (n - 1)) for i in range(n)]

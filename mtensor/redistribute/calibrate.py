@@ -3,15 +3,17 @@
 Each mesh dim of size > 1 times an 8-byte all-reduce (latency ``alpha``) and a large one
 (bandwidth ``beta`` from the bus bytes it moves), and every rank times a local copy
 (``copy_beta``).  Timings differ from rank to rank, and every rank must plan alike, so the
-numbers of rank 0 of the mesh are broadcast and every rank installs that one model.
+numbers of rank 0 of the mesh are broadcast (of the link probes, the mean over the ranks) and
+every rank installs that one model.
 
 How a link overlaps compute (``overlap.timeline``'s window per poll and compute slowdown) is
-fitted to two probes per mesh dim: the large all-reduce started, then compute chunks with a
-``Testall`` after each, then the wait; once with many short chunks (each shorter than the
-window: the bytes move while numpy computes, if they can at all) and once with two long
-ones (each longer: the link stalls until the next poll).  The fit is the grid point of the
-timeline model that predicts both probes best, computed on every rank from rank 0's
-broadcast numbers.
+fitted to four probes per mesh dim shaped like training steps (``timeline.PROBES``): large
+all-reduces started one by one, each followed by matmul chunks with a ``Testall`` after
+each, then waited for; with chunks a third, two thirds or all of an all-reduce's time, so
+the link is the bottleneck in some and compute in others.  (Chunks made of many tiny
+matmuls in a Python loop fitted windows that failed to predict real steps; one BLAS call per
+chunk is what a step's nodes are.)  The fit is the grid point of the timeline model that
+predicts the probes best, computed on every rank from the same agreed numbers.
 """
 from __future__ import annotations
 
@@ -20,7 +22,7 @@ import time
 import numpy as np
 
 from ..mesh import world_mesh
-from ..overlap.timeline import BucketCost, simulate
+from ..overlap.timeline import PROBES, fit_overlap
 from .cost import CostModel, bus_bytes, get_cost_model, set_cost_model
 
 
@@ -45,68 +47,51 @@ def _link(group, large_bytes: int, repeats: int):
     return alpha, moved / max(t - alpha, 1e-9), t
 
 
-_UNIT = np.ones((96, 96))
+def _matmul_lasting(seconds: float):
+    """A compute chunk for the probes: one float32 matmul (numpy's BLAS, as real steps run)
+    sized to take about ``seconds`` here (sized twice from the fastest of a few runs: the
+    first calls of a size are slow)."""
+    n = 256
+    for _ in range(2):
+        a = np.ones((n, n), np.float32)
+        a @ a
+        took = min(_median_time(lambda: a @ a, 1) for _ in range(5))
+        n = int(np.clip(n * (seconds / max(took, 1e-9)) ** (1 / 3), 16, 2048))
+    b = np.ones((n, n), np.float32)
+    b @ b
+    return lambda: b @ b
 
 
-def _unit() -> None:
-    """A unit of compute for the probes: a small matmul (numpy's BLAS, like real steps)."""
-    _UNIT @ _UNIT
-
-
-def _chunk(units: int):
-    def run():
-        for _ in range(units):
-            _unit()
-    return run
-
-
-def _probe(group, large_bytes: int, chunk, nchunks: int, repeats: int) -> float:
-    """Median seconds of: start the large all-reduce, ``nchunks`` x (chunk, Testall), wait."""
-    send = np.ones(large_bytes // 8)
-    recv = np.empty_like(send)
+def _probe(group, large_bytes: int, probe, chunk, repeats: int):
+    """Median seconds of a probe (per bucket, start an all-reduce of ``large_bytes`` and run
+    its compute chunks with a ``Testall`` after each; then wait for all), and the median
+    seconds of a chunk inside it, while transfers are in flight."""
+    nbuckets, nchunks, _ = probe
+    bufs = [(np.ones(large_bytes // 8), np.empty(large_bytes // 8)) for _ in range(nbuckets)]
+    inside = []
 
     def once():
-        request = group.start("all_reduce", send, recv, None, "sum")
-        for _ in range(nchunks):
-            chunk()
-            group.test_all([request])
-        group.wait(request)
+        requests = []
+        for send, recv in bufs:
+            requests.append(group.start("all_reduce", send, recv, None, "sum"))
+            for _ in range(nchunks):
+                began = time.perf_counter()
+                chunk()
+                inside.append(time.perf_counter() - began)
+                group.test_all(requests)
+        for request in requests:
+            group.wait(request)
     group.barrier()
-    return _median_time(once, repeats)
-
-
-PROBES = ((1 / 8, 12), (1 / 4, 6), (1 / 2, 3), (1, 1))   # (chunk / all-reduce time, chunks)
+    return _median_time(once, repeats), float(np.median(inside))
 
 
 def _overlap_probes(group, large_bytes: int, comm_s: float, repeats: int):
-    """[chunk seconds, probe seconds] for each of ``PROBES``."""
-    unit_s = _median_time(_unit, 20)
+    """[chunk seconds alone, probe seconds, chunk seconds inside] for each of ``PROBES``."""
     out = []
-    for share, nchunks in PROBES:
-        chunk = _chunk(max(1, round(share * comm_s / unit_s)))
-        out += [_median_time(chunk, repeats), _probe(group, large_bytes, chunk, nchunks,
-                                                     repeats)]
+    for probe in PROBES:
+        chunk = _matmul_lasting(probe[2] * comm_s)
+        out += [_median_time(chunk, repeats), *_probe(group, large_bytes, probe, chunk, repeats)]
     return out
-
-
-def fit_overlap(comm_s: float, phases: int, measured) -> tuple:
-    """(window seconds, slowdown) of the timeline model that best predicts the probes
-    (``measured``: chunk and probe seconds per probe, as ``_overlap_probes`` returns)."""
-    windows = [0.0] + [comm_s * f for f in np.geomspace(1 / 64, 2, 22)] + [float("inf")]
-    slowdowns = (0.0, 0.05, 0.1, 0.2, 0.35, 0.5, 0.75, 1.0)
-    best = None
-    for window in windows:
-        for slowdown in slowdowns:
-            cost = [BucketCost(0, comm_s, phases, 0.0, window)]
-            err = 0.0
-            for (_, nchunks), chunk_s, probe_s in zip(PROBES, measured[0::2], measured[1::2]):
-                program = [("start", 0)] + [("compute", i) for i in range(nchunks)]
-                predicted = simulate(program + [("wait", 0)], [chunk_s] * nchunks, cost,
-                                     slowdown).step_s
-                err += (predicted / probe_s - 1) ** 2
-            if best is None or err < best[0] - 1e-12:
-                best = (err, window, slowdown)
-    return best[1], best[2]
 
 
 def calibrate(mesh=None, large_bytes: int = 4 << 20, repeats: int = 5,
@@ -116,7 +101,7 @@ def calibrate(mesh=None, large_bytes: int = 4 << 20, repeats: int = 5,
     if mesh is None:
         mesh = world_mesh()
     default = get_cost_model()
-    width = 3 + 2 * len(PROBES)            # alpha, beta, all-reduce seconds, the probes
+    width = 3 + 3 * len(PROBES)            # alpha, beta, all-reduce seconds, the probes
     measured = np.zeros((mesh.ndim, width), np.float64)
     for dim in range(mesh.ndim):
         if mesh.shape[dim] > 1:
@@ -127,8 +112,9 @@ def calibrate(mesh=None, large_bytes: int = 4 << 20, repeats: int = 5,
     dst = np.empty_like(src)
     copy_beta = np.array([src.nbytes / max(_median_time(lambda: np.copyto(dst, src), repeats),
                                            1e-9)])
-    for buf in (measured, copy_beta):
-        mesh.communicator().broadcast(buf, 0)
+    mesh.communicator().broadcast(copy_beta, 0)
+    mesh.communicator().all_reduce(measured, measured, None, "sum")   # the ranks' mean:
+    measured /= mesh.size()                                           # the probes are noisy
     per_dim, windows, slowdowns = [], [], []
     for dim, n in enumerate(mesh.shape):
         if n == 1:

@@ -256,3 +256,34 @@ def test_graph_explain_and_trace_file(mesh):
         assert {e["cat"] for e in spans} == ({"compute", "collective"} if report.ncollectives
                                               else {"compute"})
         assert all(e["dur"] >= 0 for e in spans)
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("model", ["default", "network"])
+def test_auto_buckets_are_the_same_on_every_rank_and_results_match_eager(mesh, model):
+    """bucket_cap_mb="auto" (the default) decides from timings, which differ by rank: the
+    ranks agree on them first, so they split alike; with the default model (shared memory)
+    and with a network's (a window per poll: buckets leave as gradients appear)."""
+    from mtensor.redistribute.cost import CostModel, get_cost_model, set_cost_model
+    before = get_cost_model()
+    if model == "network":
+        set_cost_model(CostModel(alpha=12e-6, beta=1.2e8, poll_window_s=8e-3))
+    try:
+        params, x, t = _model(mesh, seed=6)
+        eager = {k: mt.distribute_tensor(v.full_tensor(), mesh, v.placements)
+                 for k, v in params.items()}
+        step = mt.compile(_sgd_step)
+        for _ in range(3):
+            want, got = float(_sgd_step(eager, x, t)), float(step(params, x, t))
+            assert_all_ranks(np.isclose(want, got, rtol=1e-12), f"loss {got} != {want}")
+        traced = step.traced
+        everyone = WORLD.allgather((traced.buckets, traced.seconds))
+        assert_all_ranks(all(e == everyone[0] for e in everyone), "ranks chose differently")
+        report = mt.explain(step, params, x, t)
+        assert report.chosen_by.startswith("auto")
+        assert sorted(m for b in traced.buckets for m in b) == [
+            i for i, n in enumerate(traced.graph.nodes) if n.kind == "collective"]
+        for k, v in _full(eager).items():
+            assert_all_ranks(np.allclose(v, params[k].full_tensor(), rtol=1e-12), k)
+    finally:
+        set_cost_model(before)

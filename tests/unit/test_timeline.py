@@ -1,0 +1,84 @@
+"""``overlap.timeline``, the model behind ``mt.explain``'s prediction and ``mt.calibrate``'s
+overlap fit (pure: no MPI), on programs small enough to work out by hand."""
+import pytest
+
+from mtensor.overlap.timeline import (PROBES, BucketCost, fit_overlap, predict_probe,
+                                      simulate)
+
+INF = float("inf")
+
+
+def bucket(seconds=10.0, phases=1, window=INF, link=0):
+    return BucketCost(link, seconds, phases, 0.0, window)
+
+
+def test_a_bucket_behind_longer_compute_is_hidden():
+    t = simulate([("start", 0), ("compute", 0), ("wait", 0)], [30.0], [bucket()])
+    assert t.step_s == 30.0 and t.hidden_fraction == 1.0 and t.end[0] == 10.0
+
+
+def test_a_link_that_moves_nothing_behind_compute_hides_nothing():
+    t = simulate([("start", 0), ("compute", 0), ("wait", 0)], [30.0], [bucket(window=0.0)])
+    assert t.step_s == 40.0 and t.hidden_fraction == 0.0 and t.exposed[0] == 10.0
+
+
+def test_buckets_on_one_link_move_one_after_another():
+    """Two 10 s buckets started together behind 10 s of compute: the second one waits for
+    the first, so half the communication shows (pricing each alone would say all hidden)."""
+    program = [("start", 0), ("start", 1), ("compute", 0), ("wait", 0), ("wait", 1)]
+    t = simulate(program, [10.0], [bucket(), bucket()])
+    assert t.step_s == 20.0 and t.hidden_fraction == 0.5
+    on_two_links = simulate(program, [10.0], [bucket(), bucket(link=1)])
+    assert on_two_links.step_s == 10.0
+
+
+def test_the_next_phase_starts_only_at_a_poll():
+    """Two phases of 5 s: behind one 30 s node the second phase waits for the poll at its
+    end; behind two 15 s nodes it starts at the poll between them."""
+    one = simulate([("start", 0), ("compute", 0), ("wait", 0)], [30.0], [bucket(phases=2)])
+    assert one.step_s == 35.0
+    two = simulate([("start", 0), ("compute", 0), ("compute", 1), ("wait", 0)],
+                   [15.0, 15.0], [bucket(phases=2)])
+    assert two.step_s == 30.0
+
+
+def test_the_window_limits_what_moves_between_polls():
+    t = simulate([("start", 0), ("compute", 0), ("compute", 1), ("wait", 0)], [10.0, 10.0],
+                 [bucket(seconds=10.0, window=3.0)])
+    assert t.step_s == pytest.approx(24.0)       # 3 + 3 behind compute, 4 in the wait
+
+
+def test_compute_slows_while_the_link_moves_behind_it():
+    t = simulate([("start", 0), ("compute", 0), ("wait", 0)], [30.0], [bucket()], 0.5)
+    assert t.step_s == pytest.approx(10.0 + (30.0 - 10.0 / 1.5))   # 10 s slowed, then alone
+
+
+def test_blocking_runs_and_start_costs():
+    t = simulate([("compute", 0), ("run", 0)], [5.0], [BucketCost(0, 10.0, 2, 1.0)])
+    assert t.step_s == 16.0 and t.start[0] == 6.0 and t.hidden_fraction == 0.0
+
+
+def _probes(comm_s, phases, window, slowdown):
+    measured = []
+    for probe in PROBES:
+        chunk = probe[2] * comm_s
+        measured += [chunk, predict_probe(probe, comm_s, phases, chunk, window, slowdown),
+                     chunk * (1 + slowdown)]
+    return measured
+
+
+@pytest.mark.parametrize("window,slowdown", [(0.0, 0.0), (0.004, 0.1), (INF, 0.0),
+                                             (0.02, 0.35), (0.008, 0.0)])
+def test_the_overlap_fit_reproduces_the_probes_it_was_given(window, slowdown):
+    """Probes made by the model itself: the slowdown comes back, and the fitted window
+    predicts every probe
+    within 5%, the grid's resolution (a window of at least a phase moves a whole phase per poll, as an unlimited
+    one does, so those are the same model); shared memory's (0, 0) comes back exactly."""
+    comm_s, phases = 0.035, 2
+    measured = _probes(comm_s, phases, window, slowdown)
+    got = fit_overlap(comm_s, phases, measured)
+    assert got[1] == slowdown
+    again = _probes(comm_s, phases, *got)
+    assert again == pytest.approx(measured, rel=0.05), got
+    if window == 0.0:
+        assert got == (0.0, 0.0)
