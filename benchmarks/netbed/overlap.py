@@ -92,6 +92,12 @@ def link_check(world, mb=16, reps=5):
     return float(np.median(times))
 
 
+def outside_compute(spans) -> float:
+    """Seconds of a replay spent outside compute nodes: starting, waiting, blocking."""
+    wall = max(s[3] for s in spans) - min(s[2] for s in spans)
+    return wall - sum(s[3] - s[2] for s in spans if s[1] == "compute")
+
+
 def busy_split(fn, call, world, reps=5):
     """[rank] -> (median ms in compute nodes, median ms in the rest) of ``fn``'s replays, from
     the spans ``export_trace`` writes: whether overlap loses to waiting or to slower compute."""
@@ -170,6 +176,7 @@ def main():
     for fn in sides.values():       # warm up every side once
         world.Barrier()
         fn()
+    waited = {cap: [] for cap in caps}     # this rank's ms outside compute nodes, per rep
     for rep in range(args.reps):
         shift = rep % len(names)
         for name in names[shift:] + names[:shift]:
@@ -178,6 +185,9 @@ def main():
             sides[name]()
             mine = time.perf_counter() - start
             times[name].append(world.allreduce(mine, op=MPI.MAX))
+            if name.startswith("compiled["):
+                cap = name[len("compiled["):-1]
+                waited[cap].append(outside_compute(compiled[cap][0].traced.replay.spans))
     # explain again after the reps: the same buckets, compute timed in the latest replay
     plans = {cap: mt.explain(fn, pc, x, y) for cap, (fn, pc) in compiled.items()}
     split = {"compute_compiled": busy_split(solo_step, sides["compute_compiled"], world),
@@ -189,6 +199,7 @@ def main():
         traced_fn.export_trace(args.trace)
 
     med = {k: float(np.median(v)) for k, v in times.items()}
+    waiting = {cap: max(world.allgather(float(np.median(v)))) for cap, v in waited.items()}
     low = {k: float(np.min(v)) for k, v in times.items()}
     hidden, hidden_min = {}, {}
     for cap in caps:
@@ -214,6 +225,10 @@ def main():
                             poll_window_s=float(link.poll_window_s),
                             overlap_slowdown=float(link.overlap_slowdown)),
             predicted={cap: plans[cap].hidden_fraction for cap in caps},
+            waiting=waiting,
+            hidden_by_waits={cap: 1 - waiting[cap] / med[f"comm[{cap}]"] for cap in caps},
+            predicted_by_waits={cap: 1 - plans[cap].exposed_s / plans[cap].comm_s
+                                for cap in caps},
             buckets={cap: [r["bytes"] for r in plans[cap].rows] for cap in caps},
             plans={cap: str(plans[cap]) for cap in caps})
         for k, v in result["times"].items():

@@ -93,7 +93,7 @@ def report(results, rate, command) -> str:
         "blocking collective (the compute baseline runs each rank alone), hence `hidden "
         "blocking` < 0.  saved by overlap = (t_blocking - t_compiled) / t_comm: the same "
         "buckets with and without overlap.  Hidden is from median times, in brackets from min times (the least "
-        "disturbed rep: the machine is shared).  `predicted` is `mt.explain`'s estimate after `mt.calibrate(mesh, repeats=15)` on the link (the README's \"What mt.explain predicts\"), with compute timed in rank 0's latest replay; `off` is hidden compiled minus predicted, in points.  The last bucket has no compute left to hide behind (the optimizer step waits for it), so at most 1 - last bucket / all buckets can be hidden.", "",
+        "disturbed rep: the machine is shared).  `predicted` is `mt.explain`'s estimate after `mt.calibrate(mesh, repeats=15)` on the link (the README's \"What mt.explain predicts\"), with compute timed in rank 0's latest replays; `off` is hidden compiled minus predicted, in points.  `waiting` is the median time a compiled replay spends outside its compute nodes (starting, waiting, blocking: read from the replay's own spans during the timed reps, the larger rank's), and `hidden by waits` = 1 - waiting / t_comm: the same share without the noisy compute-alone baseline (it does not charge the step for compute slowed by transfers); its `predicted` is 1 - the model's summed waits / communication.  The last bucket has no compute left to hide behind (the optimizer step waits for it), so at most 1 - last bucket / all buckets can be hidden.", "",
     ]
     for res in results:
         t, h = res["times"], res["hidden"]
@@ -112,8 +112,9 @@ def report(results, rate, command) -> str:
                   f"{res['calibrated']['overlap_slowdown']:.2f}.", "",
                   f"Launch: `{res['launch']}`", "",
                   "| bucket cap MB | buckets (MiB) | t_comm | t_compiled | t_blocking | "
-                  "hidden compiled | hidden blocking | saved by overlap | hidden eager | predicted | off |",
-                  "|---|---|---|---|---|---|---|---|---|---|---|"]
+                  "hidden compiled | hidden blocking | saved by overlap | hidden eager | predicted | off | "
+                  "waiting | hidden by waits | predicted | off |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
         split = "; ".join(
             f"{k}: " + ", ".join(f"rank {r} {c:.0f} ms compute + {o:.0f} ms other"
                                  for r, (c, o) in enumerate(v))
@@ -126,7 +127,10 @@ def report(results, rate, command) -> str:
                 f"{_ms(t[f'blocking[{cap}]'])} | {pct(f'compiled[{cap}]')} | "
                 f"{pct(f'blocking[{cap}]')} | {pct(f'saved[{cap}]')} | {pct(f'eager (vs comm[{cap}])')} | "
                 f"{100 * res['predicted'][cap]:.0f}% | "
-                f"{100 * (h[f'compiled[{cap}]'] - res['predicted'][cap]):+.0f} |")
+                f"{100 * (h[f'compiled[{cap}]'] - res['predicted'][cap]):+.0f} | "
+                f"{1e3 * res['waiting'][cap]:.0f} | {100 * res['hidden_by_waits'][cap]:.0f}% | "
+                f"{100 * res['predicted_by_waits'][cap]:.0f}% | "
+                f"{100 * (res['hidden_by_waits'][cap] - res['predicted_by_waits'][cap]):+.0f} |")
         lines += ["", f"Inside the replay (medians of 5, from the spans `export_trace` writes): {split}.",
                   ""]
     return "\n".join(lines)
@@ -139,7 +143,7 @@ def _raise_on_signal(signum, _frame):
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--rate", default=netns.DEFAULT_RATE)
-    ap.add_argument("--reps", default="15")
+    ap.add_argument("--reps", default="20")
     ap.add_argument("--caps", default="auto,1,2,4,8,25")
     ap.add_argument("--layers", default="8")
     ap.add_argument("--d", default="1024")
@@ -147,7 +151,7 @@ def main(argv=None) -> int:
     ap.add_argument("--no-async", action="store_true", help="skip the progress-thread run")
     ap.add_argument("--trace", default="/tmp/mtensor_netbed_trace.json",
                     help="Chrome trace of one compiled replay (not committed)")
-    ap.add_argument("--timeout", type=int, default=480, help="seconds per launch")
+    ap.add_argument("--timeout", type=int, default=600, help="seconds per launch")
     ap.add_argument("--out", default=str(HERE / "RESULTS.md"))
     args = ap.parse_args(argv)
     reason = netns.unavailable()

@@ -4,11 +4,11 @@ per-rank memory, the buckets ``mt.compile`` forms, where each starts and is wait
 the predicted share of communication hidden behind compute.
 
 The prediction runs the step's program on ``overlap.timeline``'s model: the compute nodes
-take their times in this rank's latest replay (before any, the trace's, the slowest rank's:
-the first call's are inflated by first-touch page faults, ~1.6x on the test bed's step),
-each bucket is priced by the cost model and
-moves on its mesh dim's link after the buckets started before it, in phases that advance
-behind compute only up to the link's window per poll.  hidden = 1 - (predicted step -
+take their median times in this rank's latest replays (before any, the trace's, the slowest
+rank's: the first call's are inflated by first-touch page faults, ~1.6x on the test bed's
+step), each bucket is priced by the cost model and moves on its mesh dim's link after the
+buckets started before it, in phases that advance behind compute only up to the link's
+window per poll.  hidden = 1 - (predicted step -
 compute) / communication, the quantity ``benchmarks/netbed`` measures; calibrate first
 (``mt.calibrate``) for a prediction of this machine rather than of the default model.
 """
@@ -72,12 +72,13 @@ class Explanation:
         self.ops += [(f"  <- {n.name}", f"mesh dim {n.fn.mesh_dim} (for the result)", n.fn.nbytes)
                      for n in needed_by.get(None, ())]
         self.chosen_by = traced.chosen_by
-        self.timed = ("the latest replay" if len(traced.replay.marks) > 1
+        self.timed = ("this rank's latest replays" if traced.replay.history
                       else "the trace (no replay yet)")
         self.timeline = _timeline(traced, model)
         self.rows = self._buckets(traced, self.timeline)
         self.comm_s = self.timeline.comm_s
         self.step_s = self.timeline.step_s
+        self.exposed_s = sum(self.timeline.exposed.values())
         self.hidden_fraction = self.timeline.hidden_fraction
 
     @staticmethod

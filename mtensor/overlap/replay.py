@@ -9,6 +9,9 @@ time of every instruction is kept, from which ``export_trace`` draws the spans.
 from __future__ import annotations
 
 import time
+from collections import deque
+
+import numpy as np
 
 from ..comm import guard
 from .buckets import Bucket
@@ -34,6 +37,7 @@ class Replay:
                        f"{self.buckets[k].kind} x{len(self.buckets[k].members)}"
                        for what, k in program]
         self.marks = []
+        self.history = deque(maxlen=5)   # the latest runs' marks, for explain's compute times
 
     def __call__(self, inputs) -> list:
         """Run on ``inputs`` ({slot: value}); returns every slot's value."""
@@ -42,6 +46,7 @@ class Replay:
             env[slot] = value
         clock = time.perf_counter
         marks = self.marks = [clock()]   # when each instruction ended (one clock read each)
+        self.history.append(marks)
         flight = {}                      # bucket -> (request, send, recv)
         requests = []
         for (what, arg), free in zip(self.steps, self.frees):
@@ -108,14 +113,16 @@ class Replay:
         return [tuple(f) for f in frees]
 
     def node_seconds(self, traced_seconds):
-        """Per graph node, its compute seconds in the latest replay on this rank (the poll
-        after it included), or ``traced_seconds`` before any replay."""
-        if len(self.marks) != len(self.program) + 1:
-            return list(traced_seconds)
+        """Per graph node, its median compute seconds over this rank's latest (up to 5)
+        complete replays (the poll after it included), or ``traced_seconds`` before any."""
+        runs = [m for m in self.history if len(m) == len(self.program) + 1]
         out = list(traced_seconds)
+        if not runs:
+            return out
+        took = np.diff(np.array(runs), axis=1)
         for i, (what, k) in enumerate(self.program):
             if what == "compute":
-                out[k] = self.marks[i + 1] - self.marks[i]
+                out[k] = float(np.median(took[:, i]))
         return out
 
     @property
