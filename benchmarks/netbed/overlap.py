@@ -141,7 +141,7 @@ def main():
     half = slice(world.rank * args.batch // 2, (world.rank + 1) * args.batch // 2)
 
     mesh = mt.init_device_mesh((2,))
-    link = mt.calibrate(mesh, repeats=15)   # the link's cost and overlap: auto buckets, explain
+    link = mt.calibrate(mesh, repeats=25)   # the link's cost and overlap: auto buckets, explain
     solo = mt.init_device_mesh((1,), comm=MPI.COMM_SELF)
     x, y = (mt.distribute_tensor(a, mesh, [mt.Shard(0)]) for a in (x_all, y_all))
     xs, ys = (mt.distribute_tensor(a[half].copy(), solo, [mt.Shard(0)]) for a in (x_all, y_all))
@@ -222,7 +222,7 @@ def main():
             busy_split=split,
             loadavg_before=load_before, loadavg_after=os.getloadavg(),
             calibrated=dict(alpha_s=link.alpha, beta_bytes_per_s=link.beta,
-                            poll_window_s=float(link.poll_window_s),
+                            overlap_rate=float(link.overlap_rate),
                             overlap_slowdown=float(link.overlap_slowdown)),
             predicted={cap: plans[cap].hidden_fraction for cap in caps},
             waiting=waiting,

@@ -93,7 +93,7 @@ def report(results, rate, command) -> str:
         "blocking collective (the compute baseline runs each rank alone), hence `hidden "
         "blocking` < 0.  saved by overlap = (t_blocking - t_compiled) / t_comm: the same "
         "buckets with and without overlap.  Hidden is from median times, in brackets from min times (the least "
-        "disturbed rep: the machine is shared).  `predicted` is `mt.explain`'s estimate after `mt.calibrate(mesh, repeats=15)` on the link (the README's \"What mt.explain predicts\"), with compute timed in rank 0's latest replays; `off` is hidden compiled minus predicted, in points.  `waiting` is the median time a compiled replay spends outside its compute nodes (starting, waiting, blocking: read from the replay's own spans during the timed reps, the larger rank's), and `hidden by waits` = 1 - waiting / t_comm: the same share without the noisy compute-alone baseline (it does not charge the step for compute slowed by transfers); its `predicted` is 1 - the model's summed waits / communication.  The last bucket has no compute left to hide behind (the optimizer step waits for it), so at most 1 - last bucket / all buckets can be hidden.", "",
+        "disturbed rep: the machine is shared).  `predicted` is `mt.explain`'s estimate after `mt.calibrate(mesh, repeats=25)` on the link (the README's \"What mt.explain predicts\"), with compute timed in rank 0's latest replays; `off` is hidden compiled minus predicted, in points.  `waiting` is the median time a compiled replay spends outside its compute nodes (starting, waiting, blocking: read from the replay's own spans during the timed reps, the larger rank's), and `hidden by waits` = 1 - waiting / t_comm: the same share without the noisy compute-alone baseline (it does not charge the step for compute slowed by transfers); its `predicted` is 1 - the model's summed waits / communication.  The last bucket has no compute left to hide behind (the optimizer step waits for it), so at most 1 - last bucket / all buckets can be hidden.", "",
     ]
     for res in results:
         t, h = res["times"], res["hidden"]
@@ -107,8 +107,8 @@ def report(results, rate, command) -> str:
                   f"{_ms(t['compute_eager'])}; eager step {_ms(t['eager'])}.  "
                   f"Load average before/after: {load}.  Calibrated link: alpha "
                   f"{1e6 * res['calibrated']['alpha_s']:.0f} us, beta "
-                  f"{res['calibrated']['beta_bytes_per_s'] / 1e6:.0f} MB/s, window per poll "
-                  f"{1e3 * res['calibrated']['poll_window_s']:.1f} ms, compute slowdown "
+                  f"{res['calibrated']['beta_bytes_per_s'] / 1e6:.0f} MB/s, link speed behind compute "
+                  f"{res['calibrated']['overlap_rate']:.2f}, compute slowdown "
                   f"{res['calibrated']['overlap_slowdown']:.2f}.", "",
                   f"Launch: `{res['launch']}`", "",
                   "| bucket cap MB | buckets (MiB) | t_comm | t_compiled | t_blocking | "
@@ -143,7 +143,7 @@ def _raise_on_signal(signum, _frame):
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--rate", default=netns.DEFAULT_RATE)
-    ap.add_argument("--reps", default="20")
+    ap.add_argument("--reps", default="30")
     ap.add_argument("--caps", default="auto,1,2,4,8,25")
     ap.add_argument("--layers", default="8")
     ap.add_argument("--d", default="1024")

@@ -7,8 +7,8 @@ The prediction runs the step's program on ``overlap.timeline``'s model: the comp
 take their median times in this rank's latest replays (before any, the trace's, the slowest
 rank's: the first call's are inflated by first-touch page faults, ~1.6x on the test bed's
 step), each bucket is priced by the cost model and moves on its mesh dim's link after the
-buckets started before it, in phases that advance behind compute only up to the link's
-window per poll.  hidden = 1 - (predicted step -
+buckets started before it, in phases that start only in an MPI call, at the share of its
+speed the link keeps behind compute.  hidden = 1 - (predicted step -
 compute) / communication, the quantity ``benchmarks/netbed`` measures; calibrate first
 (``mt.calibrate``) for a prediction of this machine rather than of the default model.
 """
@@ -48,8 +48,11 @@ def _consumers(nodes) -> dict:
 
 class Explanation:
     """The comm bill of one traced signature.  ``ops``: (op, strategy or collective detail,
-    bytes) in program order, each op followed by the collectives that brought its operands; ``totals``: {collective: (count, bytes)}; ``rows``: one dict per
-    bucket; ``hidden_fraction``: the prediction described above."""
+    bytes) in program order, each op followed by the collectives that brought its operands;
+    ``totals``: {collective: (count, bytes)}; ``rows``: one dict per bucket (its predicted
+    ``start_s``, ``end_s`` and ``exposed_s``, the wait it costs); ``chosen_by``: how the
+    buckets were chosen; ``hidden_fraction``, ``step_s``, ``exposed_s``: the prediction
+    described above."""
 
     def __init__(self, traced):
         graph, model = traced.graph, get_cost_model()

@@ -19,7 +19,7 @@ reads come in bucket order; for gradients, all read at the end, that is the last
 finish.  A dynamic program over the chain with the Pareto front of (finish, lateness) per
 prefix finds it exactly (brute force agrees in the unit tests): small buckets where compute
 is left to hide them, fused ones where the per-call cost dominates (tiny tensors) or
-nothing is left to overlap.  On a link that moves nothing behind compute (a window of 0:
+nothing is left to overlap.  On a link that moves nothing behind compute (a rate of 0:
 shared memory, the default model) every bucket moves once the step waits for it, so all
 are taken as made and needed at once and the split minimises the summed cost: tiny tensors
 fuse, large ones skip the packing copy.
@@ -93,7 +93,7 @@ class _Chain:
         readers, end = first_readers(nodes), len(nodes)
         read_at = [min((readers.get(s, end) for s in nodes[m].outs), default=end)
                    for m in members]
-        behind_compute = model.window(self.mesh_dim) > 0
+        behind_compute = model.rate(self.mesh_dim) > 0
         # a link that moves nothing behind compute moves every bucket once the step waits
         # for it: as if all were made at once and needed at once
         self.ready = [clock[m] if behind_compute else 0.0 for m in members]

@@ -11,13 +11,15 @@ What it models (each item is what the network test bed showed; ``benchmarks/netb
   phases (a ring; MPICH's two-rank all-reduce is a reduce-scatter then an all-gather), and
   MPI starts the next phase only inside an MPI call: during compute, at the ``Testall``
   after each compute node; inside a wait, at once.
-- **A window per poll.**  Between two MPI calls a link moves at most ``poll_window_s``
-  seconds of its work (over TCP: what the socket buffers hold, ~8 ms on the 1 Gbit bed; in
-  shared memory ~0, since there the cores copy the bytes inside MPI calls), then waits for
-  the next poll.
-- **Compute and transfers share the cores.**  While a link moves bytes behind compute,
-  compute runs ``1 + overlap_slowdown`` times slower.  ``mt.calibrate`` measures the window
-  and the slowdown.
+- **Behind compute, each message moves at a rate.**  Inside an MPI call a link moves its
+  phases one after another at full speed.  Behind compute every posted phase moves at once,
+  each at ``overlap_rate`` of the link's speed, together at most at full speed: 0 in shared
+  memory, where the cores copy the bytes themselves inside MPI calls; ~0.4 on the 1 Gbit
+  bed, where a lone 4 MiB all-reduce behind 12 ms and 36 ms matmuls moved ~40% of the time
+  in both (a fixed window of work per poll, tried first, fitted the two with ~5 and ~14 ms),
+  while four in flight kept the link ~90% busy.
+- **Compute and transfers share the cores.**  Compute runs ``1 + overlap_slowdown`` times
+  slower while a link moves behind it.  ``mt.calibrate`` measures the rate and the slowdown.
 - **Nothing after the last bucket.**  The step ends when its last wait ends.
 
 Everything here is pure and deterministic: given the same agreed compute times every rank
@@ -35,15 +37,15 @@ START_OVERHEAD_S = 20e-6   # the CPU cost of posting one nonblocking collective 
 
 @dataclass(frozen=True)
 class BucketCost:
-    """What the timeline needs of a bucket: its link (mesh dim) and that link's window per
-    poll, its standalone time on the link, in how many phases it moves, and the CPU time its
-    start costs (packing a fused bucket is a memory copy)."""
+    """What the timeline needs of a bucket: its link (mesh dim) and the share of that link's
+    speed kept behind compute, its standalone time on the link, in how many phases it moves,
+    and the CPU time its start costs (packing a fused bucket is a memory copy)."""
 
     link: int
     seconds: float
     phases: int
     start_s: float
-    window_s: float = float("inf")
+    rate: float = 1.0
 
 
 def bucket_cost(kind: str, mesh_dim: int, n: int, bus_bytes: int, send_bytes: int,
@@ -54,7 +56,7 @@ def bucket_cost(kind: str, mesh_dim: int, n: int, bus_bytes: int, send_bytes: in
     phases = max(1, STEP_KINDS[kind].bus_factor * (n - 1))
     pack = 2 * send_bytes / model.copy_beta if fused else 0.0
     return BucketCost(mesh_dim, alpha + bus_bytes / beta, phases, START_OVERHEAD_S + pack,
-                      model.window(mesh_dim))
+                      model.rate(mesh_dim))
 
 
 @dataclass
@@ -110,8 +112,8 @@ class _Sim:
         self.costs, self.slowdown = costs, slowdown
         self.phases_left = [c.phases for c in costs]
         self.queued = [False] * len(costs)
-        self.windows = {c.link: c.window_s for c in costs}
-        self.queues: Dict[int, List[_Phase]] = {link: [] for link in self.windows}
+        self.rates = {c.link: c.rate for c in costs}
+        self.queues: Dict[int, List[_Phase]] = {link: [] for link in self.rates}
         self.now = 0.0
         self.inflight: List[int] = []
         self.started, self.ended, self.exposed = {}, {}, {}
@@ -126,27 +128,38 @@ class _Sim:
 
     def _advance(self, wall: float, in_mpi: bool) -> None:
         """Move every link for ``wall`` seconds.  ``in_mpi``: the CPU waits inside MPI, so a
-        finished phase queues the next at once and links move freely; else (compute) each
-        link moves at most its window until the next poll."""
+        link moves its phases one after another at full speed and a finished phase queues
+        the next at once.  Else (behind compute) every queued phase moves at once, each at
+        the link's rate, together at most at full speed, and a finished phase waits for the
+        next poll to queue its successor."""
         end = self.now + wall
-        budget = {link: float("inf") if in_mpi else w for link, w in self.windows.items()}
         while self.now < end:
-            moving = [link for link, q in self.queues.items() if q and budget[link] > 0]
+            speeds = {link: self._speeds(q, in_mpi, self.rates[link])
+                      for link, q in self.queues.items() if q}
+            moving = [(link, i, v) for link, vs in speeds.items() for i, v in enumerate(vs)
+                      if v > 0]
             if not moving:
                 break
-            step = min([end - self.now] + [min(self.queues[link][0].left, budget[link])
-                                           for link in moving])
+            step = min([end - self.now] + [self.queues[link][i].left / v
+                                           for link, i, v in moving])
             self.now += step
-            for link in moving:
-                head = self.queues[link][0]
-                head.left -= step
-                budget[link] -= step
-                if head.left <= 1e-15:
-                    self.queues[link].pop(0)
-                    self._phase_done(head.bucket)
+            for link, i, v in moving:
+                self.queues[link][i].left -= step * v
+            for link in speeds:
+                done = [p for p in self.queues[link] if p.left <= 1e-15]
+                self.queues[link] = [p for p in self.queues[link] if p.left > 1e-15]
+                for p in done:
+                    self._phase_done(p.bucket)
             if in_mpi:
                 self._post()
         self.now = end
+
+    @staticmethod
+    def _speeds(queue, in_mpi: bool, rate: float):
+        """Each queued phase's share of its link's speed."""
+        if in_mpi:
+            return [1.0] + [0.0] * (len(queue) - 1)
+        return [min(rate, 1.0 / len(queue))] * len(queue)
 
     def _phase_done(self, k: int) -> None:
         self.phases_left[k] -= 1
@@ -155,9 +168,21 @@ class _Sim:
             self.ended[k] = self.now
 
     def _busy_for(self) -> float:
-        """Seconds some link keeps moving behind compute, from what is queued now."""
-        return max((min(sum(p.left for p in q), self.windows[link])
-                    for link, q in self.queues.items() if q), default=0.0)
+        """Seconds some link keeps moving behind compute, if nothing new is queued: until its
+        slowest phase is done (the phases share the link, each at most at its rate)."""
+        busy = 0.0
+        for link, q in self.queues.items():
+            rate = self.rates[link]
+            if not q or rate <= 0:
+                continue
+            left = sorted(p.left for p in q)
+            t, moved = 0.0, 0.0
+            for i, x in enumerate(left):        # phases finish in order of what they have left
+                speed = min(rate, 1.0 / (len(left) - i))
+                t += (x - moved) / speed
+                moved = x
+            busy = max(busy, t)
+        return busy
 
     def compute(self, seconds: float) -> None:
         busy, slow = self._busy_for(), 1.0 + self.slowdown
@@ -198,35 +223,30 @@ def probe_program(nbuckets: int, nchunks: int):
 
 
 def fit_overlap(comm_s: float, phases: int, measured: Sequence[float]) -> Tuple[float, float]:
-    """(window seconds, slowdown) of this model for the probes of ``PROBES`` (``measured``:
-    per probe, a chunk's seconds alone, the probe's seconds, a chunk's seconds inside it).
-    The slowdown is measured directly (chunks inside the probes against alone: the window
-    and the slowdown trade off in a fit of the probe times alone, so it is not fitted); the
-    window is the one of a grid whose model predicts the probe times best (least squared
-    relative error; ties go to the smaller window)."""
+    """(rate, slowdown) of this model for the probes of ``PROBES`` (``measured``: per probe,
+    a chunk's seconds alone, the probe's seconds, a chunk's seconds inside it).  The
+    slowdown is measured directly (chunks inside the probes against alone: a fit of the
+    probe times alone trades it off against the rate); the rate is the one of a grid of
+    0, 0.05, ..., 1 whose model predicts the probe times best (least squared relative error;
+    ties go to the smaller rate)."""
     alone, probes, inside = measured[0::3], measured[1::3], measured[2::3]
     ratios = sorted(i / a for a, i in zip(alone, inside) if a > 0)
     slowdown = min(1.0, max(0.0, ratios[len(ratios) // 2] - 1.0)) if ratios else 0.0
     slowdown = round(slowdown, 2)
-    windows = [0.0] + [comm_s * f for f in _geomspace(1 / 64, 2, 43)] + [float("inf")]
     best = None
-    for window in windows:
-        err = sum((predict_probe(probe, comm_s, phases, chunk_s, window, slowdown)
+    for rate in [i / 20 for i in range(21)]:
+        err = sum((predict_probe(probe, comm_s, phases, chunk_s, rate, slowdown)
                    / probe_s - 1) ** 2
                   for probe, chunk_s, probe_s in zip(PROBES, alone, probes))
         if best is None or err < best[0] - 1e-12:
-            best = (err, window)
+            best = (err, rate)
     return best[1], slowdown
 
 
-def predict_probe(probe, comm_s: float, phases: int, chunk_s: float, window: float,
+def predict_probe(probe, comm_s: float, phases: int, chunk_s: float, rate: float,
                   slowdown: float) -> float:
     """The model's seconds for ``probe`` (a row of ``PROBES``) with these chunk seconds."""
     nbuckets, nchunks, _ = probe
     program, nodes = probe_program(nbuckets, nchunks)
-    cost = [BucketCost(0, comm_s, phases, 0.0, window)] * nbuckets
+    cost = [BucketCost(0, comm_s, phases, 0.0, rate)] * nbuckets
     return simulate(program, [chunk_s] * nodes, cost, slowdown).step_s
-
-
-def _geomspace(lo: float, hi: float, n: int) -> List[float]:
-    return [lo * (hi / lo) ** (i / (n - 1)) for i in range(n)]

@@ -6,13 +6,13 @@ Each mesh dim of size > 1 times an 8-byte all-reduce (latency ``alpha``) and a l
 numbers of rank 0 of the mesh are broadcast (of the link probes, the mean over the ranks) and
 every rank installs that one model.
 
-How a link overlaps compute (``overlap.timeline``'s window per poll and compute slowdown) is
+How a link overlaps compute (``overlap.timeline``'s rate behind compute and compute slowdown) is
 fitted to four probes per mesh dim shaped like training steps (``timeline.PROBES``): large
 all-reduces started one by one, each followed by matmul chunks with a ``Testall`` after
 each, then waited for; with chunks a third, two thirds or all of an all-reduce's time, so
 the link is the bottleneck in some and compute in others.  (Chunks made of many tiny
-matmuls in a Python loop fitted windows that failed to predict real steps; one BLAS call per
-chunk is what a step's nodes are.)  The fit is the grid point of the timeline model that
+matmuls in a Python loop behaved unlike real steps; one BLAS call per chunk is what a step's
+nodes are.)  The fit is the grid point of the timeline model that
 predicts the probes best, computed on every rank from the same agreed numbers.
 """
 from __future__ import annotations
@@ -115,23 +115,23 @@ def calibrate(mesh=None, large_bytes: int = 4 << 20, repeats: int = 5,
     mesh.communicator().broadcast(copy_beta, 0)
     mesh.communicator().all_reduce(measured, measured, None, "sum")   # the ranks' mean:
     measured /= mesh.size()                                           # the probes are noisy
-    per_dim, windows, slowdowns = [], [], []
+    per_dim, rates, slowdowns = [], [], []
     for dim, n in enumerate(mesh.shape):
         if n == 1:
             per_dim.append((default.alpha, default.beta))
-            windows.append(default.poll_window_s)
+            rates.append(default.overlap_rate)
             continue
         alpha, beta, comm_s = (float(v) for v in measured[dim, :3])
-        window, slowdown = fit_overlap(comm_s, 2 * (n - 1), measured[dim, 3:].tolist())
+        rate, slowdown = fit_overlap(comm_s, 2 * (n - 1), measured[dim, 3:].tolist())
         per_dim.append((alpha, beta))
-        windows.append(window)
+        rates.append(rate)
         slowdowns.append(slowdown)
     links = [link for link, n in zip(per_dim, mesh.shape) if n > 1] or [per_dim[0]]
     model = CostModel(alpha=float(np.mean([a for a, _ in links])),
                       beta=float(np.mean([b for _, b in links])),
                       copy_beta=float(copy_beta[0]), per_dim=tuple(per_dim),
-                      poll_window_s=min(windows), overlap_slowdown=max(slowdowns, default=0.0),
-                      window_per_dim=tuple(windows))
+                      overlap_rate=min(rates), overlap_slowdown=max(slowdowns, default=0.0),
+                      rate_per_dim=tuple(rates))
     if install:
         set_cost_model(model)
     return model

@@ -28,31 +28,31 @@ class CostModel:
     Defaults are for MPI over shared memory on one node.  Frozen and hashable so that plans
     can be cached per cost model.
 
-    How communication overlaps compute (``overlap.timeline``): between two MPI calls a link
-    moves at most ``poll_window_s`` seconds of its work (``window_per_dim`` per mesh dim once
-    calibrated), and compute runs ``1 + overlap_slowdown`` times slower while it does.  The
-    default window, 0, is shared memory's (the cores copy the bytes inside MPI calls, so
-    nothing moves behind compute); over a network ``mt.calibrate`` measures the real one.
+    How communication overlaps compute (``overlap.timeline``): behind compute a link moves
+    at ``overlap_rate`` of its speed (``rate_per_dim`` per mesh dim once calibrated), and
+    compute runs ``1 + overlap_slowdown`` times slower while it does.  The default rate, 0,
+    is shared memory's (the cores copy the bytes inside MPI calls, so nothing moves behind
+    compute); over a network ``mt.calibrate`` measures the real one.
     """
 
     alpha: float = 5e-6
     beta: float = 4e9
     copy_beta: float = 1e10
     per_dim: Tuple[Tuple[float, float], ...] = ()
-    poll_window_s: float = 0.0
+    overlap_rate: float = 0.0
     overlap_slowdown: float = 0.0
-    window_per_dim: Tuple[float, ...] = ()
+    rate_per_dim: Tuple[float, ...] = ()
 
     def link(self, mesh_dim: int) -> Tuple[float, float]:
         if mesh_dim < len(self.per_dim):
             return self.per_dim[mesh_dim]
         return self.alpha, self.beta
 
-    def window(self, mesh_dim: int) -> float:
-        """Seconds of work a link of ``mesh_dim`` moves between two polls behind compute."""
-        if mesh_dim < len(self.window_per_dim):
-            return self.window_per_dim[mesh_dim]
-        return self.poll_window_s
+    def rate(self, mesh_dim: int) -> float:
+        """The share of its speed a link of ``mesh_dim`` keeps behind compute."""
+        if mesh_dim < len(self.rate_per_dim):
+            return self.rate_per_dim[mesh_dim]
+        return self.overlap_rate
 
     def step_time(self, kind: str, mesh_dim: int, n: int, nbytes: int) -> float:
         """Predicted seconds for one step moving ``bus_bytes`` or copying ``nbytes`` locally."""

@@ -14,7 +14,7 @@ from mtensor.trace_compile.graph import Node
 
 MESH = object()
 MIB = 1 << 20
-BED = CostModel(alpha=12e-6, beta=119.5e6, poll_window_s=8e-3)   # the 1 Gbit test bed
+BED = CostModel(alpha=12e-6, beta=119.5e6, overlap_rate=0.4)   # the 1 Gbit test bed
 SHM = CostModel()                                                 # the default: no overlap
 
 
@@ -87,7 +87,7 @@ def test_tiny_gradients_fuse_where_the_call_costs_more_than_the_bytes():
 
 
 def test_without_overlap_large_gradients_skip_the_packing_copy():
-    """Shared memory (window 0): nothing moves behind compute, so fusing 4 MiB gradients
+    """Shared memory (rate 0): nothing moves behind compute, so fusing 4 MiB gradients
     only adds the pack and unpack copies."""
     assert buckets_bytes(backward([4 * MIB] * 8, 25e-3), SHM) == [4] * 8
 
@@ -136,7 +136,7 @@ def chains(draw):
         g.compute(draw(st.sampled_from([0.0, 1e-3, 2e-2])), r)
     model = CostModel(alpha=draw(st.sampled_from([5e-6, 1e-3])),
                       beta=draw(st.sampled_from([1e8, 4e9])),
-                      poll_window_s=draw(st.sampled_from([0.0, 8e-3, float("inf")])))
+                      overlap_rate=draw(st.sampled_from([0.0, 0.4, 1.0])))
     return g, model
 
 
