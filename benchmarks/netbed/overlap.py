@@ -199,6 +199,9 @@ def main():
         traced_fn.export_trace(args.trace)
 
     med = {k: float(np.median(v)) for k, v in times.items()}
+    paired = {cap: float(np.median([1 - (t - c) / m for t, c, m in zip(
+        times[f"compiled[{cap}]"], times["compute_compiled"], times[f"comm[{cap}]"])]))
+        for cap in caps}
     waiting = {cap: max(world.allgather(float(np.median(v)))) for cap, v in waited.items()}
     low = {k: float(np.min(v)) for k, v in times.items()}
     hidden, hidden_min = {}, {}
@@ -225,7 +228,7 @@ def main():
                             overlap_rate=float(link.overlap_rate),
                             overlap_slowdown=float(link.overlap_slowdown)),
             predicted={cap: plans[cap].hidden_fraction for cap in caps},
-            waiting=waiting,
+            waiting=waiting, hidden_paired=paired,
             hidden_by_waits={cap: 1 - waiting[cap] / med[f"comm[{cap}]"] for cap in caps},
             predicted_by_waits={cap: 1 - plans[cap].exposed_s / plans[cap].comm_s
                                 for cap in caps},

@@ -93,7 +93,7 @@ def report(results, rate, command) -> str:
         "blocking collective (the compute baseline runs each rank alone), hence `hidden "
         "blocking` < 0.  saved by overlap = (t_blocking - t_compiled) / t_comm: the same "
         "buckets with and without overlap.  Hidden is from median times, in brackets from min times (the least "
-        "disturbed rep: the machine is shared).  `predicted` is `mt.explain`'s estimate after `mt.calibrate(mesh, repeats=25)` on the link (the README's \"What mt.explain predicts\"), with compute timed in rank 0's latest replays; `off` is hidden compiled minus predicted, in points.  `waiting` is the median time a compiled replay spends outside its compute nodes (starting, waiting, blocking: read from the replay's own spans during the timed reps, the larger rank's), and `hidden by waits` = 1 - waiting / t_comm: the same share without the noisy compute-alone baseline (it does not charge the step for compute slowed by transfers); its `predicted` is 1 - the model's summed waits / communication.  The last bucket has no compute left to hide behind (the optimizer step waits for it), so at most 1 - last bucket / all buckets can be hidden.", "",
+        "disturbed rep: the machine is shared).  `predicted` is `mt.explain`'s estimate after `mt.calibrate(mesh, repeats=25)` on the link (the README's \"What mt.explain predicts\"), with compute timed in rank 0's latest replays; `off` is hidden compiled minus predicted, in points.  `paired` is the median over reps of each rep's own hidden share (the compiled step against the compute-alone run of the same rep: slow drifts of the shared machine cancel).  `waiting` is the median time a compiled replay spends outside its compute nodes (starting, waiting, blocking: read from the replay's own spans during the timed reps, the larger rank's), and `hidden by waits` = 1 - waiting / t_comm: the same share without the noisy compute-alone baseline (it does not charge the step for compute slowed by transfers); its `predicted` is 1 - the model's summed waits / communication.  The last bucket has no compute left to hide behind (the optimizer step waits for it), so at most 1 - last bucket / all buckets can be hidden.", "",
     ]
     for res in results:
         t, h = res["times"], res["hidden"]
@@ -112,9 +112,9 @@ def report(results, rate, command) -> str:
                   f"{res['calibrated']['overlap_slowdown']:.2f}.", "",
                   f"Launch: `{res['launch']}`", "",
                   "| bucket cap MB | buckets (MiB) | t_comm | t_compiled | t_blocking | "
-                  "hidden compiled | hidden blocking | saved by overlap | hidden eager | predicted | off | "
-                  "waiting | hidden by waits | predicted | off |",
-                  "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+                  "hidden compiled | paired | predicted | off | "
+                  "waiting | hidden by waits | predicted | off | hidden blocking | saved by overlap | hidden eager |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
         split = "; ".join(
             f"{k}: " + ", ".join(f"rank {r} {c:.0f} ms compute + {o:.0f} ms other"
                                  for r, (c, o) in enumerate(v))
@@ -122,15 +122,17 @@ def report(results, rate, command) -> str:
         for cap, sizes in res["buckets"].items():
             mib = "+".join(f"{b / 2**20:.0f}" for b in sizes)
             pct = lambda key: (f"{100 * h[key]:.0f}% ({100 * res['hidden_from_min'][key]:.0f}%)")  # noqa: E731
+            off = h[f"compiled[{cap}]"] - res["predicted"][cap]
+            waits = res["hidden_by_waits"][cap] - res["predicted_by_waits"][cap]
             lines.append(
                 f"| {cap} | {mib} | {_ms(t[f'comm[{cap}]'])} | {_ms(t[f'compiled[{cap}]'])} | "
                 f"{_ms(t[f'blocking[{cap}]'])} | {pct(f'compiled[{cap}]')} | "
-                f"{pct(f'blocking[{cap}]')} | {pct(f'saved[{cap}]')} | {pct(f'eager (vs comm[{cap}])')} | "
-                f"{100 * res['predicted'][cap]:.0f}% | "
-                f"{100 * (h[f'compiled[{cap}]'] - res['predicted'][cap]):+.0f} | "
-                f"{1e3 * res['waiting'][cap]:.0f} | {100 * res['hidden_by_waits'][cap]:.0f}% | "
-                f"{100 * res['predicted_by_waits'][cap]:.0f}% | "
-                f"{100 * (res['hidden_by_waits'][cap] - res['predicted_by_waits'][cap]):+.0f} |")
+                f"{100 * res['hidden_paired'][cap]:.0f}% | {100 * res['predicted'][cap]:.0f}% | "
+                f"{100 * off:+.0f} | {1e3 * res['waiting'][cap]:.0f} | "
+                f"{100 * res['hidden_by_waits'][cap]:.0f}% | "
+                f"{100 * res['predicted_by_waits'][cap]:.0f}% | {100 * waits:+.0f} | "
+                f"{pct(f'blocking[{cap}]')} | {pct(f'saved[{cap}]')} | "
+                f"{pct(f'eager (vs comm[{cap}])')} |")
         lines += ["", f"Inside the replay (medians of 5, from the spans `export_trace` writes): {split}.",
                   ""]
     return "\n".join(lines)
