@@ -68,3 +68,41 @@ def _probes(comm_s, phases, rate, slowdown):
 def test_the_overlap_fit_recovers_the_model_that_made_the_probes(rate, slowdown):
     """Probes made by the model itself: the rate and the slowdown come back."""
     assert fit_overlap(0.035, 2, _probes(0.035, 2, rate, slowdown)) == (rate, slowdown)
+
+
+def test_a_start_then_a_wait_costs_the_start_once():
+    t = simulate([("start", 0), ("compute", 0), ("wait", 0)], [10.0],
+                 [BucketCost(0, 5.0, 1, 1.0, 1.0)])
+    assert t.step_s == 11.0 and t.exposed[0] == 0.0 and t.start[0] == 1.0 and t.end[0] == 6.0
+
+
+def test_phases_queued_together_share_the_link_behind_compute():
+    """Two 4 s phases behind 8 s of compute: at rate 0.5 each gets half the link and both
+    finish with the compute; at 0.3 each moves 2.4 s and the waits move the rest in turn."""
+    program = [("start", 0), ("start", 1), ("compute", 0), ("wait", 0), ("wait", 1)]
+    costs = lambda rate: [bucket(4.0, rate=rate), bucket(4.0, rate=rate)]   # noqa: E731
+    assert simulate(program, [8.0], costs(0.5)).step_s == pytest.approx(8.0)
+    slow = simulate(program, [8.0], costs(0.3))
+    assert slow.step_s == pytest.approx(11.2)
+    assert slow.exposed == pytest.approx({0: 1.6, 1: 1.6})
+    slowed = simulate(program, [8.0], costs(0.5), overlap_slowdown=1.0)
+    assert slowed.step_s == pytest.approx(8.0 + 8.0 - 8.0 / 2)   # busy 8 s at half speed
+
+
+@pytest.mark.parametrize("rate,slowdown,want", [(1.0, 0.0, 15.0), (0.5, 0.0, 15.0),
+                                                (0.25, 0.0, 17.5), (1.0, 1.0, 17.5)])
+def test_a_probe_worked_out_by_hand(rate, slowdown, want):
+    """One 10 s all-reduce of 2 phases behind one 10 s chunk: the first phase moves behind
+    the chunk (if the rate allows), the second only after the poll that ends it."""
+    assert predict_probe((1, 1, 1.0), 10.0, 2, 10.0, rate, slowdown) == pytest.approx(want)
+
+
+def test_the_slowdown_is_the_median_ratio_of_chunks_inside_to_alone_within_0_and_1():
+    comm_s = 0.035
+    base = _probes(comm_s, 2, 0.4, 0.0)
+    for inside, want in (([1.0, 1.1, 1.2, 1.5], 0.2), ([3.0, 3.0, 3.0, 3.0], 1.0),
+                         ([0.5, 0.9, 0.9, 0.9], 0.0)):
+        measured = list(base)
+        for k, ratio in enumerate(inside):
+            measured[3 * k + 2] = measured[3 * k] * ratio
+        assert fit_overlap(comm_s, 2, measured)[1] == want
