@@ -77,6 +77,16 @@ def _inner_shards(layout: Layout, mesh_shape, mesh_dim: int, tensor_dim: int) ->
     )
 
 
+def _later_other_partial(layout: Layout, mesh_shape, mesh_dim: int) -> bool:
+    """Whether a later mesh dim holds a Partial of another op.  Terms of a Partial mesh dim
+    are split again along the later ones, so those reduce first: (P(sum), P(max)) is the sum
+    over mesh dim 0 of the max over mesh dim 1, whatever layout it is redistributed to."""
+    return any(
+        isinstance(p, Partial) and p != layout[mesh_dim] and n > 1
+        for p, n in zip(layout[mesh_dim + 1:], mesh_shape[mesh_dim + 1:])
+    )
+
+
 def _step_kind(layout: Layout, mesh_shape, i: int, dst: Placement, target: Layout):
     """The step that moves mesh dim ``i`` of ``layout`` to ``dst``, or None where illegal."""
     src = layout[i]
@@ -84,6 +94,8 @@ def _step_kind(layout: Layout, mesh_shape, i: int, dst: Placement, target: Layou
         if isinstance(p, Shard) and _inner_shards(layout, mesh_shape, i, p.dim):
             return None
     if isinstance(src, Partial):
+        if _later_other_partial(layout, mesh_shape, i):
+            return None
         return {Replicate: "all_reduce", Shard: "reduce_scatter"}.get(type(dst))
     if isinstance(src, Shard):
         return {Replicate: "all_gather", Shard: "all_to_all"}.get(type(dst))

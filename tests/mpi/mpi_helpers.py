@@ -4,6 +4,8 @@ import itertools
 import numpy as np
 from mpi4py import MPI
 
+import mtensor as mt
+
 from mtensor.placement import Partial, Replicate, Shard, local_slices
 
 WORLD = MPI.COMM_WORLD
@@ -102,6 +104,105 @@ def partial_terms(block, mesh, placements, seed=1):
         return (base + noise[k] - noise[(k + 1) % len(space)]).astype(block.dtype)
     worse = -noise[k] if op == "max" else noise[k]
     return block if k == 0 else (block + worse).astype(block.dtype)
+
+
+def random_terms(full, mesh_shape, placements, seed=0):
+    """Random terms of ``full`` over the Partial mesh dims: an array of shape (size of each
+    Partial mesh dim, in mesh order, then ``full.shape``) whose reduction is exactly ``full``.
+
+    Consecutive Partial mesh dims of one op share one split of each element into as many
+    terms as they have coordinates (they may reduce in any order); each term of a run is
+    split again by the next run of another op, as the planner reduces later mesh dims first.
+    sum: random numbers, negatives too, the remainder at a random coordinate, all multiples
+    of one power of two with every partial sum in the mantissa, so any order of summing is
+    exact; avg: the value plus integers of mean zero along each mesh dim (exact for integer
+    data in any order); max (min): numbers at or below (above) the value, the value itself at
+    a random coordinate.  A NaN or inf sits in one term with finite numbers in the others
+    (for max, -inf, which no finite term may pass, is in all of them; for min, inf).  Integer
+    terms stay in range for data of small magnitude (random_array).  The same seed gives the
+    same terms on every rank.
+    """
+    full = np.asarray(full)
+    partial = [(n, p.reduce_op) for n, p in zip(mesh_shape, placements) if isinstance(p, Partial)]
+    rng = np.random.default_rng(seed) if partial else None
+    terms = full
+    for op, run in itertools.groupby(partial, key=lambda dim: dim[1]):
+        sizes = tuple(n for n, _ in run)
+        outer = terms.ndim - full.ndim
+        if op == "avg":
+            split = _split_avg(terms, sizes, outer, rng)
+        else:
+            split = _split_picked(terms, int(np.prod(sizes)), op, rng).reshape(sizes + terms.shape)
+        terms = np.moveaxis(split, tuple(range(len(sizes))), tuple(range(outer, outer + len(sizes))))
+    return terms
+
+
+def _split_picked(terms, n, op, rng):
+    """``n`` terms for each element of ``terms``, first axis; the one at a random coordinate
+    completes the reduction (sum: the remainder; max, min: the value itself)."""
+    dtype, size = terms.dtype, (n,) + terms.shape
+    picked = np.arange(n).reshape((n,) + (1,) * terms.ndim) == rng.integers(n, size=terms.shape)
+    if op == "sum":
+        others = np.where(picked, 0, _sum_noise(terms, n, rng)).astype(dtype)
+        last = (terms - others.sum(axis=0, dtype=dtype)).astype(dtype)
+        return np.where(picked, last, others)
+    noise = rng.integers(0, 10, size=size)
+    if dtype.kind in "iu":
+        info, wide = np.iinfo(dtype), terms.astype(np.int64)
+        noise = np.minimum(noise, wide - info.min if op == "max" else info.max - wide)
+    sign = -1 if op == "max" else 1
+    bounded = np.isfinite(terms) | (terms == sign * np.inf)
+    others = np.where(bounded, terms + sign * noise, sign * noise).astype(dtype)
+    return np.where(picked, terms, others)
+
+
+def _sum_noise(terms, n, rng):
+    """``n`` random numbers per element whose sums with the element, in any order and any
+    subset, are exact: integers in [-9, 9] for integer values (unsigned: in [0, value / n]);
+    for other floats, multiples of the element's ulp that keep every partial sum within
+    the mantissa (the real part of complex numbers)."""
+    size = (n,) + terms.shape
+    if terms.dtype.kind == "u":
+        return rng.integers(0, terms.astype(np.int64) // n + 1, size=size)
+    if terms.dtype.kind in "ib":
+        return rng.integers(-9, 10, size=size)
+    real = terms.real
+    digits = np.finfo(real.dtype).nmant + 1
+    with np.errstate(invalid="ignore"):
+        whole = ~np.isfinite(real) | ((real == np.round(real)) & (abs(real) < 2.0 ** (digits - 8)))
+        ulp = np.where(whole, 1, np.spacing(abs(real)))
+        room = np.where(whole, 9 * n, 2.0 ** digits - 1 - abs(real) / ulp) // n
+    bound = room.astype(np.int64)
+    return rng.integers(-bound, bound + 1, size=size) * ulp
+
+
+def _split_avg(terms, sizes, outer, rng):
+    """Terms along the mesh dims ``sizes`` (first axes) of mean ``terms``: integers of mean
+    zero along each mesh dim added, one draw per element of the data shared by the ``outer``
+    leading axes; non-finite values split as for sum.  Unsigned data get copies (a negative
+    offset would wrap)."""
+    inner = terms.shape[outer:]
+    offsets = np.zeros(sizes + (1,) * outer + inner, np.int64)
+    for d, n in enumerate(sizes):
+        draw = rng.integers(-9, 10, size=(n,) + inner)
+        draw[-1] = -draw[:-1].sum(axis=0)
+        offsets += draw.reshape((1,) * d + (n,) + (1,) * (len(sizes) - d - 1 + outer) + inner)
+    if terms.dtype.kind == "u":
+        offsets[:] = 0
+    spread = (terms + offsets).astype(terms.dtype)
+    count = int(np.prod(sizes))
+    odd = _split_picked(terms, count, "sum", rng).reshape(sizes + terms.shape)
+    return np.where(np.isfinite(terms), spread, odd)
+
+
+def dtensor_of(full, mesh, placements, seed=0):
+    """The DTensor of ``full`` under ``placements``, built locally on every rank: this rank's
+    block, and on Partial mesh dims this rank's term of :func:`random_terms`."""
+    full = np.asarray(full)
+    terms = random_terms(full, mesh.shape, placements, seed)
+    coord = tuple(c for c, p in zip(mesh.coordinate, placements) if isinstance(p, Partial))
+    local = terms[coord][local_slices(full.shape, mesh.shape, placements, mesh.coordinate)].copy()
+    return mt.DTensor.from_local(local, mesh, placements, shape=full.shape)
 
 
 def layouts(mesh_ndim, tensor_ndim, partial_ops=("sum",)):

@@ -4,7 +4,7 @@ import itertools
 import numpy as np
 
 import mtensor as mt
-from mpi_helpers import assert_all_ranks, layouts
+from mpi_helpers import assert_all_ranks, dtensor_of, layouts
 from mtensor.placement import local_shape
 
 LIMIT = 40  # layout combinations tried per op and mesh (evenly spread over all of them)
@@ -33,8 +33,9 @@ def _block_fits(out, mesh) -> bool:
 def sweep(mesh, fn, *arrays, partial_ops=("sum",), limit=LIMIT):
     """``fn`` on DTensors of sampled layout combinations versus ``fn`` on the numpy arrays.
 
-    Inputs are made locally (src_data_rank=None), Partial inputs as telescoping-free terms
-    (the value on coordinate 0).  Returns the failing layouts (same list on every rank).
+    Inputs are made locally (mpi_helpers.dtensor_of), Partial inputs as random terms that
+    differ on every rank, so a wrong Partial rule shows.  Returns the failing layouts (same
+    list on every rank).
     """
     expected = fn(*arrays)
     expected = tuple(expected) if isinstance(expected, (tuple, list)) else (expected,)
@@ -42,7 +43,7 @@ def sweep(mesh, fn, *arrays, partial_ops=("sum",), limit=LIMIT):
     combos = itertools.product(*(layouts(mesh.ndim, np.ndim(a), p) for a, p in zip(arrays, ops)))
     failures = []
     for combo in sample(combos, limit):
-        inputs = [mt.distribute_tensor(a, mesh, p, src_data_rank=None) for a, p in zip(arrays, combo)]
+        inputs = [dtensor_of(a, mesh, p, seed=k) for k, (a, p) in enumerate(zip(arrays, combo))]
         out = fn(*inputs)
         outs = tuple(out) if isinstance(out, (tuple, list)) else (out,)
         for got, want in zip(outs, expected):
