@@ -36,6 +36,8 @@ class _State:
     op = "an op"         # what dispatch is running (names the collectives it causes)
     pending = ()         # (kind, mesh dim, shape, dtype, op) of the collective in flight
     deadline = 0.0       # monotonic time the collective in flight must end by (0: none)
+    context = ""         # what runs around the ops (e.g. a test), named in the timeout message
+    stream = None        # where the timeout message goes (None: sys.stderr)
 
 
 state = _State()
@@ -56,6 +58,13 @@ def set_timeout(seconds: Optional[float]) -> None:
     if state.timeout is not None and _watchdog is None:
         _watchdog = threading.Thread(target=_watch, name="mtensor-timeout", daemon=True)
         _watchdog.start()
+
+
+def set_context(label: str, stream=None) -> None:
+    """Name what runs now (e.g. a test) in the timeout message, and send that message to
+    ``stream`` instead of sys.stderr (a test runner that captures stderr passes the terminal)."""
+    state.context = label
+    state.stream = stream
 
 
 @lru_cache(maxsize=1024)
@@ -117,11 +126,13 @@ def _watch() -> None:
         if deadline and time.monotonic() > deadline:
             from mpi4py import MPI  # loaded by then: deadlines are set around collectives
             rank = MPI.COMM_WORLD.Get_rank()
-            sys.stderr.write(
-                f"[rank {rank}] mtensor: {describe(state.pending)} did not complete within "
-                f"{state.timeout:g} s (MTENSOR_TIMEOUT); a rank is missing from it or waits "
-                f"elsewhere; aborting the job\n")
-            sys.stderr.flush()
+            where = f" in {state.context}" if state.context else ""
+            out = state.stream or sys.stderr
+            out.write(
+                f"[rank {rank}] mtensor: {describe(state.pending)}{where} did not complete "
+                f"within {state.timeout:g} s (MTENSOR_TIMEOUT); a rank is missing from it or "
+                f"waits elsewhere; aborting the job\n")
+            out.flush()
             MPI.COMM_WORLD.Abort(3)
 
 

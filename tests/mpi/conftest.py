@@ -1,8 +1,14 @@
-"""Fixtures for tests that run on every rank under mpiexec."""
+"""Fixtures for tests that run on every rank under mpiexec, and the lockstep plugin (a test
+that fails on one rank fails on every rank, by name: see lockstep.py)."""
 import pytest
 
+import lockstep
 import mtensor as mt
 from mpi_helpers import mesh_shapes
+
+
+def pytest_configure(config):
+    lockstep.install(config)
 
 
 @pytest.fixture(params=mesh_shapes(), ids=lambda s: "x".join(map(str, s)))
