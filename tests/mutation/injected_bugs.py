@@ -68,9 +68,13 @@ def _inject(where: Path, path: str, old: str, new: str) -> None:
 
 
 def _first_failure(output: str) -> str:
-    found = re.search(r"^(?:FAILED|ERROR) (\S+)", output, re.M)
+    found = (re.search(r"^(?:FAILED|ERROR) (\S+)", output, re.M)
+             or re.search(r"^\[rank \d+\] (\S+::\S+) FAILED", output, re.M))
     if found:
         return found.group(1)
+    mpi_error = re.search(r"^.*(?:Fatal error|MPI_ERR_\w+).*$", output, re.M)
+    if mpi_error:
+        return "an MPI error: " + mpi_error.group(0).strip()[:80]
     if "timed out" in output or "Timeout" in output:
         return "(a hang, ended by the timeout)"
     return "(a failed run: see its output)"
@@ -113,19 +117,21 @@ def main(argv=None) -> int:
     ap.add_argument("--ranks", type=int, default=2)
     ap.add_argument("--timeout", type=int, default=600, help="seconds per run")
     ap.add_argument("--out", help="also write the table here")
+    ap.add_argument("--only", help="only the bugs whose name contains this text")
     args = ap.parse_args(argv)
     start = time.perf_counter()
     rows = ["| injected bug | file | unit tests | MPI suites at "
             f"{args.ranks} ranks |", "|---|---|---|---|"]
     missed = 0
-    for bug in BUGS:
+    bugs = [b for b in BUGS if args.only is None or args.only in b[0]]
+    for bug in bugs:
         name, path, found = check(bug, args.ranks, args.timeout)
         cells = [f"caught: `{v}`" if v else "passes" for v in found.values()]
         missed += all(v is None for v in found.values())
         rows.append(f"| {name} | `{path}` | {' | '.join(cells)} |")
         print(rows[-1], flush=True)
     table = "\n".join(rows)
-    print(f"\n{table}\n\n{len(BUGS) - missed} of {len(BUGS)} caught "
+    print(f"\n{table}\n\n{len(bugs) - missed} of {len(bugs)} caught "
           f"({time.perf_counter() - start:.0f} s)")
     if args.out:
         Path(args.out).write_text(table + "\n")
