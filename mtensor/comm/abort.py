@@ -36,9 +36,17 @@ def _abort_hook(kind, value, tb) -> None:
         sys.stderr.write(f"[rank {rank}] mtensor: uncaught exception, aborting all "
                          f"{MPI.COMM_WORLD.Get_size()} ranks\n")
         sys.stderr.flush()
-        time.sleep(_grace())
     finally:
-        MPI.COMM_WORLD.Abort(1)
+        abort_job(1)
+
+
+def abort_job(code: int) -> None:
+    """``MPI_Abort`` after the grace period (``MTENSOR_ABORT_GRACE``, default 0.5 s): the
+    launcher kills every process at once, and what a rank printed just before reaches the
+    terminal only if its proxy had time to forward it."""
+    from mpi4py import MPI
+    time.sleep(_grace())
+    MPI.COMM_WORLD.Abort(code)
 
 
 def _thread_hook(args) -> None:

@@ -24,6 +24,8 @@ from typing import Optional
 
 import numpy as np
 
+from .abort import abort_job
+
 
 class CollectiveMismatchError(RuntimeError):
     """Ranks of one mesh were about to run different collectives."""
@@ -133,7 +135,7 @@ def _watch() -> None:
                 f"within {state.timeout:g} s (MTENSOR_TIMEOUT); a rank is missing from it or "
                 f"waits elsewhere; aborting the job\n")
             out.flush()
-            MPI.COMM_WORLD.Abort(3)
+            abort_job(3)
 
 
 def configure_from_env() -> None:

@@ -5,8 +5,8 @@ the predicted share of communication hidden behind compute.
 
 The prediction runs the step's program on ``overlap.timeline``'s model: the compute nodes
 take their median times in this rank's latest replays (before any, the trace's, the slowest
-rank's: the first call's are inflated by first-touch page faults, ~1.6x on the test bed's
-step), each bucket is priced by the cost model and moves on its mesh dim's link after the
+rank's under auto buckets; the first call's are inflated by first-touch page faults, ~1.6x
+on the test bed's step), each bucket is priced by the cost model and moves on its mesh dim's link after the
 buckets started before it, in phases that start only in an MPI call, at the share of its
 speed the link keeps behind compute.  hidden = 1 - (predicted step -
 compute) / communication, the quantity ``benchmarks/netbed`` measures; calibrate first

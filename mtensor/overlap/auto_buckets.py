@@ -33,7 +33,7 @@ from typing import Dict, List, Sequence, Tuple
 
 from ..redistribute.cost import bus_bytes
 from ..steps import FUSIBLE, STEP_KINDS
-from .bucketing import bucket_key, first_readers
+from .bucketing import bucket_key, first_reads
 from .timeline import bucket_cost
 
 
@@ -62,16 +62,15 @@ def chains(nodes) -> Tuple[Dict[tuple, List[int]], List[int]]:
     return keyed, alone
 
 
-def feasible_starts(nodes, members: Sequence[int]) -> List[int]:
+def feasible_starts(nodes, members: Sequence[int], reads: Sequence[int]) -> List[int]:
     """Per member b, the first member a such that members a..b may share one bucket: nothing
-    between them reads a member's result or is an in-place effect."""
-    readers = first_readers(nodes)
-    end = len(nodes)
+    between them reads a member's result (``reads``: ``bucketing.first_reads``) or is an
+    in-place effect."""
     effects_before = list(accumulate((n.kind == "effect" for n in nodes), initial=0))
-    read_at = [min((readers.get(s, end) for s in nodes[m].outs), default=end) for m in members]
+    read_at = [reads[m] for m in members]
     out = []
     for b, idx in enumerate(members):
-        a, soonest = b, end
+        a, soonest = b, len(nodes)
         while a > 0:
             soonest = min(soonest, read_at[a - 1])
             if soonest <= idx or effects_before[idx] > effects_before[members[a - 1]]:
@@ -85,19 +84,16 @@ class _Chain:
     """One chain's members, with prefix sums of their bytes to price any run of them, when
     each can move and when the step first needs each."""
 
-    def __init__(self, nodes, clock, members, model):
+    def __init__(self, nodes, clock, members, model, reads):
         first = nodes[members[0]].fn
         self.kind, self.mesh_dim, self.n, self.model = first.kind, first.mesh_dim, first.n, model
         self.bus = list(accumulate((_bus_bytes(nodes[m].fn) for m in members), initial=0))
         self.send = list(accumulate((nodes[m].fn.bucket_bytes for m in members), initial=0))
-        readers, end = first_readers(nodes), len(nodes)
-        read_at = [min((readers.get(s, end) for s in nodes[m].outs), default=end)
-                   for m in members]
         behind_compute = model.rate(self.mesh_dim) > 0
         # a link that moves nothing behind compute moves every bucket once the step waits
         # for it: as if all were made at once and needed at once
         self.ready = [clock[m] if behind_compute else 0.0 for m in members]
-        self.needed = [clock[r] if behind_compute else 0.0 for r in read_at]
+        self.needed = [clock[reads[m]] if behind_compute else 0.0 for m in members]
 
     def cost(self, a: int, b: int) -> float:
         """Seconds a bucket of members a..b holds the link, plus the CPU cost to start it."""
@@ -118,7 +114,7 @@ def lateness(nodes, clock, groups: Sequence[Sequence[int]], model) -> float:
     arrives against the compute time of its first reader: the objective ``split_chain``
     minimises, written out plainly."""
     members = [m for g in groups for m in g]
-    chain = _Chain(nodes, clock, members, model)
+    chain = _Chain(nodes, clock, members, model, first_reads(nodes))
     done, late, a = 0.0, float("-inf"), 0
     for g in groups:
         b = a + len(g) - 1
@@ -128,13 +124,14 @@ def lateness(nodes, clock, groups: Sequence[Sequence[int]], model) -> float:
     return late
 
 
-def split_chain(nodes, clock, members: Sequence[int], model) -> List[Tuple[int, ...]]:
+def split_chain(nodes, clock, members: Sequence[int], model,
+                reads: Sequence[int]) -> List[Tuple[int, ...]]:
     """The split of one chain into buckets whose latest one is least late (ties: the one
     that finishes earlier, then fewer buckets).  A prefix's state is (finish, lateness so
     far); the Pareto front of those per prefix is exact, since a later bucket's lateness
     only grows with both.  Fronts are kept to ``FRONT`` entries (the least late)."""
-    starts = feasible_starts(nodes, members)
-    chain = _Chain(nodes, clock, members, model)
+    starts = feasible_starts(nodes, members, reads)
+    chain = _Chain(nodes, clock, members, model, reads)
     fronts = [[(0.0, float("-inf"), 0, None)]]     # (finish, late, buckets, (a, entry))
     for b in range(len(members)):
         options = []
@@ -172,9 +169,9 @@ def _pareto(options):
 
 def choose_buckets(nodes, seconds: Sequence[float], model) -> List[Tuple[int, ...]]:
     """Buckets of collective node indices, in the order they run (as ``plan_buckets``)."""
-    clock = compute_clock(nodes, seconds)
+    clock, reads = compute_clock(nodes, seconds), first_reads(nodes)
     keyed, alone = chains(nodes)
     buckets = [(i,) for i in alone]
     for members in keyed.values():
-        buckets += split_chain(nodes, clock, members, model)
+        buckets += split_chain(nodes, clock, members, model, reads)
     return sorted(buckets, key=lambda b: b[-1])

@@ -25,6 +25,13 @@ def first_readers(nodes) -> dict:
     return readers
 
 
+def first_reads(nodes) -> List[int]:
+    """Per node, the index of the first node that reads one of its results (``len(nodes)``:
+    none does)."""
+    readers, end = first_readers(nodes), len(nodes)
+    return [min((readers.get(s, end) for s in node.outs), default=end) for node in nodes]
+
+
 def bucket_key(collective):
     c = collective
     return (c.kind, id(c.mesh), c.mesh_dim, c.dtype, c.op)
@@ -33,8 +40,7 @@ def bucket_key(collective):
 def plan_buckets(nodes: Sequence, cap_bytes: int, first_cap_bytes: int) -> List[Tuple[int, ...]]:
     """Buckets of collective node indices, in the order they run.  The first bucket made is
     capped at ``first_cap_bytes`` (so communication starts early), the others at ``cap_bytes``."""
-    readers = first_readers(nodes)
-    end = len(nodes)
+    reads = first_reads(nodes)
     open_buckets: dict = {}   # key -> _Open
     done: List[List[int]] = []
     for i, node in enumerate(nodes):
@@ -44,7 +50,7 @@ def plan_buckets(nodes: Sequence, cap_bytes: int, first_cap_bytes: int) -> List[
         if node.kind != "collective":
             continue
         c = node.fn
-        read_at = min((readers.get(s, end) for s in node.outs), default=end)
+        read_at = reads[i]
         if c.kind not in FUSIBLE:
             done.append([i])
             continue

@@ -71,7 +71,7 @@ class _Traced:
 
     def __init__(self, graph: Graph, buckets, program, replay: Replay, seconds, chosen_by):
         self.graph, self.buckets, self.program, self.replay = graph, buckets, program, replay
-        self.seconds = seconds          # per node, agreed across ranks (the slowest rank's)
+        self.seconds = seconds          # per node: the slowest rank's when auto agreed them
         self.chosen_by = chosen_by      # how the buckets were chosen, for explain
 
 
@@ -154,16 +154,15 @@ class Compiled:
         graph = Graph(self.fn.__name__, tracer.nodes, len(tracer.values), tracer.consts,
                       inputs, outputs, rebuild, meshes[0] if meshes else None,
                       _nbytes(leaves), _nbytes(out_leaves))
-        seconds = agreed_seconds(graph)
-        if self.auto and seconds is not None:
+        seconds = agreed_seconds(graph) if self.auto else None
+        if seconds is not None:
             buckets = choose_buckets(graph.nodes, seconds, get_cost_model())
             chosen_by = "auto: where the cost model finishes them earliest"
         else:
             buckets = plan_buckets(graph.nodes, self.cap, self.first_cap)
             chosen_by = (f"cap {self.cap / _MB:g} MB, first {self.first_cap / _MB:g} MB"
-                         + (" (auto: the ranks' graphs differ, so the default cap)"
-                            if self.auto else ""))
-        if seconds is None:
+                         + (" (auto: no one mesh to agree the times on, or the ranks' graphs "
+                            "differ, so the default cap)" if self.auto else ""))
             seconds = [n.seconds for n in graph.nodes]
         program = plan_schedule(graph.nodes, buckets, self.overlap, self.inflight_cap)
         return result, _Traced(graph, buckets, program, Replay(graph, buckets, program),

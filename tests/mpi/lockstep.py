@@ -27,6 +27,7 @@ import pytest
 from mpi4py import MPI
 
 from mtensor.comm import guard
+from mtensor.comm.abort import abort_job
 
 PATIENCE_S = float(os.environ.get("MTENSOR_LOCKSTEP_TIMEOUT", "5"))
 
@@ -159,4 +160,4 @@ class Lockstep:
     def _abort(self, line):
         self.err.write(f"\n[rank {self.rank}] {line}\n")
         self.err.flush()
-        MPI.COMM_WORLD.Abort(1)
+        abort_job(1)

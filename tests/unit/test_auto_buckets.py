@@ -9,6 +9,7 @@ from hypothesis import given, settings, strategies as st
 
 from mtensor.overlap.auto_buckets import (choose_buckets, compute_clock, feasible_starts,
                                           lateness, split_chain)
+from mtensor.overlap.bucketing import first_reads
 from mtensor.redistribute.cost import CostModel
 from mtensor.trace_compile.graph import Node
 
@@ -146,8 +147,9 @@ def test_the_split_is_the_best_feasible_one_by_brute_force(case):
     g, model = case
     clock = compute_clock(g.nodes, g.seconds)
     members = [i for i, n in enumerate(g.nodes) if n.kind == "collective"]
-    starts = feasible_starts(g.nodes, members)
-    chosen = split_chain(g.nodes, clock, members, model)
+    reads = first_reads(g.nodes)
+    starts = feasible_starts(g.nodes, members, reads)
+    chosen = split_chain(g.nodes, clock, members, model, reads)
     assert [list(b) for b in chosen] in [[list(x) for x in s] for s in _splits(members, starts)]
     best = min(lateness(g.nodes, clock, s, model) for s in _splits(members, starts))
     assert lateness(g.nodes, clock, chosen, model) <= best + 1e-9 * abs(best) + 1e-15
