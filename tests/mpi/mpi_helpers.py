@@ -82,30 +82,6 @@ def expected_block(full, mesh, placements):
     return full[local_slices(full.shape, mesh.shape, placements, mesh.coordinate)]
 
 
-def partial_terms(block, mesh, placements, seed=1):
-    """Terms whose reduction over the Partial mesh dims is ``block``, different on each rank.
-
-    sum/avg: telescoping noise N(k) - N(k+1) around the partial coordinates (exact in
-    integers); max/min: the block on the first rank, worse values elsewhere.
-    """
-    dims = [i for i, p in enumerate(placements) if isinstance(p, Partial)]
-    if not dims:
-        return block
-    ops = {placements[i].reduce_op for i in dims}
-    assert len(ops) == 1, "one reduce op per test layout"
-    op = ops.pop()
-    space = list(itertools.product(*(range(mesh.shape[i]) for i in dims)))
-    k = space.index(tuple(mesh.coordinate[i] for i in dims))
-    noise = [np.random.default_rng((seed, j)).integers(1, 5, size=block.shape)
-             for j in range(len(space))]
-    if op in ("sum", "avg"):
-        scale = len(space) if op == "avg" else 1
-        base = block * scale if k == 0 else np.zeros_like(block)
-        return (base + noise[k] - noise[(k + 1) % len(space)]).astype(block.dtype)
-    worse = -noise[k] if op == "max" else noise[k]
-    return block if k == 0 else (block + worse).astype(block.dtype)
-
-
 def random_terms(full, mesh_shape, placements, seed=0):
     """Random terms of ``full`` over the Partial mesh dims: an array of shape (size of each
     Partial mesh dim, in mesh order, then ``full.shape``) whose reduction is exactly ``full``.
@@ -159,8 +135,10 @@ def _split_picked(terms, n, op, rng):
 def _sum_noise(terms, n, rng):
     """``n`` random numbers per element whose sums with the element, in any order and any
     subset, are exact: integers in [-9, 9] for integer values (unsigned: in [0, value / n]);
-    for other floats, multiples of the element's ulp that keep every partial sum within
-    the mantissa (the real part of complex numbers)."""
+    for floats with few significant bits, such integers times the element's lowest set bit
+    (so terms of two such operands still add exactly); for other floats, multiples of the
+    element's ulp that keep every partial sum within the mantissa (the real part of complex
+    numbers)."""
     size = (n,) + terms.shape
     if terms.dtype.kind == "u":
         return rng.integers(0, terms.astype(np.int64) // n + 1, size=size)
@@ -169,11 +147,21 @@ def _sum_noise(terms, n, rng):
     real = terms.real
     digits = np.finfo(real.dtype).nmant + 1
     with np.errstate(invalid="ignore"):
-        whole = ~np.isfinite(real) | ((real == np.round(real)) & (abs(real) < 2.0 ** (digits - 8)))
-        ulp = np.where(whole, 1, np.spacing(abs(real)))
-        room = np.where(whole, 9 * n, 2.0 ** digits - 1 - abs(real) / ulp) // n
+        grain = _lowest_bit(real, digits)
+        few = ~np.isfinite(real) | (abs(real) / grain < 2.0 ** (digits - 8))
+        step = np.where(few, grain, np.spacing(abs(real)))
+        room = np.where(few, 9 * n, 2.0 ** digits - 1 - abs(real) / step) // n
     bound = room.astype(np.int64)
-    return rng.integers(-bound, bound + 1, size=size) * ulp
+    return rng.integers(-bound, bound + 1, size=size) * step
+
+
+def _lowest_bit(real, digits):
+    """The value of each finite element's lowest set bit (1 for zero and non-finite)."""
+    finite = np.isfinite(real)
+    mantissa, exponent = np.frexp(np.where(finite, real, 0))
+    whole = np.abs(np.ldexp(mantissa, digits)).astype(np.int64)
+    low = whole & -whole
+    return np.where(finite & (whole != 0), np.ldexp(low.astype(real.dtype), exponent - digits), 1)
 
 
 def _split_avg(terms, sizes, outer, rng):

@@ -16,7 +16,7 @@ pytest.importorskip("zarr")
 
 import mtensor as mt  # noqa: E402
 from mpi_helpers import (  # noqa: E402
-    WORLD, assert_all_ranks, expected_block, mesh_shapes, partial_terms, random_array)
+    WORLD, assert_all_ranks, dtensor_of, expected_block, mesh_shapes, random_array)
 from mtensor import checkpoint as ck  # noqa: E402
 from mtensor.checkpoint import store  # noqa: E402
 from mtensor.placement import Partial, Replicate, Shard  # noqa: E402
@@ -62,14 +62,8 @@ def fulls():
     return [random_array(shape, dtype, seed=i) for i, (shape, dtype) in enumerate(SPECS)]
 
 
-def make(full, mesh, placements):
-    block = expected_block(full, mesh, placements)
-    return mt.DTensor.from_local(partial_terms(block, mesh, placements), mesh, placements,
-                                 shape=full.shape)
-
-
 def state_on(mesh, shift):
-    tensors = [make(f, mesh, p) for f, p in zip(fulls(), leaf_layouts(mesh, shift))]
+    tensors = [dtensor_of(f, mesh, p) for f, p in zip(fulls(), leaf_layouts(mesh, shift))]
     return {"params": tensors[:3], "opt": {"m": tensors[3:], "step": 7, "lr": 0.1 + 0.2,
                                           "name": "adam", "none": None},
             "table": np.arange(6, dtype=np.int16).reshape(2, 3)}

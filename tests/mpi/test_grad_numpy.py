@@ -10,7 +10,7 @@ import pytest
 
 import mtensor as mt
 from mpi_helpers import (
-    assert_all_ranks, expected_block, numeric_grads, partial_terms, weighted_loss,
+    assert_all_ranks, dtensor_of, numeric_grads, weighted_loss,
 )
 from mtensor import Partial, Replicate, Shard
 
@@ -66,13 +66,6 @@ def _layouts(mesh, ndim):
     return out + [out[1][:-1] + (Partial(),)]
 
 
-def _distribute(a, mesh, placements):
-    if not any(isinstance(p, Partial) for p in placements):
-        return mt.distribute_tensor(a, mesh, placements)
-    terms = partial_terms(expected_block(a, mesh, placements), mesh, placements)
-    return mt.DTensor.from_local(terms, mesh, placements, shape=a.shape)
-
-
 @pytest.mark.mpi
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_numpy_gradients_match_finite_differences(mesh, name):
@@ -82,7 +75,7 @@ def test_numpy_gradients_match_finite_differences(mesh, name):
     for k, layout in enumerate(_layouts(mesh, arrays[0].ndim)):
         layouts = [layout] + [_layouts(mesh, a.ndim)[(k + j) % (a.ndim + 1)]
                               for j, a in enumerate(arrays[1:], 1)]
-        ins = [_distribute(a, mesh, p) for a, p in zip(arrays, layouts)]
+        ins = [dtensor_of(a, mesh, p) for a, p in zip(arrays, layouts)]
         index_layout = (Shard(0) if k % 2 else Replicate(),) + (Replicate(),) * (mesh.ndim - 1)
 
         def lift(i):

@@ -8,7 +8,7 @@ from mpi_helpers import (
     assert_all_ranks,
     expected_block,
     layouts,
-    partial_terms,
+    dtensor_of,
     random_array,
     share,
 )
@@ -20,18 +20,12 @@ SHAPES = [(12, 8), (7, 5), (2, 3)]
 REDUCE_OPS = ["avg", "max", "min"]
 
 
-def make(full, mesh, placements):
-    block = expected_block(full, mesh, placements)
-    local = partial_terms(block, mesh, placements)
-    return mt.DTensor.from_local(local, mesh, placements, shape=full.shape)
-
-
 def sweep(mesh, full, sources, targets, exact=True, part=(0, 1)):
     """Redistribute every source to every target (pair ``i`` where ``i % n == k`` for
     ``part=(k, n)``); return what went wrong on this rank."""
     failures, (k, n), i = [], part, -1
     for src in sources:
-        x = make(full, mesh, src)
+        x = dtensor_of(full, mesh, src)
         for dst in targets:
             i += 1
             if i % n != k:
@@ -81,7 +75,7 @@ def test_to_partial_internally(mesh):
     full = random_array((5, 6), seed=5)
     targets = [t for t in layouts(mesh.ndim, 2, ("sum", "max")) if any(
         isinstance(p, Partial) for p in t) and len({p for p in t if isinstance(p, Partial)}) == 1]
-    x = make(full, mesh, (Shard(0),) + (Replicate(),) * (mesh.ndim - 1))
+    x = dtensor_of(full, mesh, (Shard(0),) + (Replicate(),) * (mesh.ndim - 1))
     failures = []
     for dst in targets:
         y = x._redistribute(dst)
@@ -118,7 +112,7 @@ def test_dtypes_travel_unchanged(mesh, dtype):
 def test_exact_counts_and_bytes_on_1d_mesh(src, dst, collective):
     mesh = mt.init_device_mesh((WORLD.size,))
     full = random_array((WORLD.size * 4, 6), np.float32)
-    x = make(full, mesh, (src,))
+    x = dtensor_of(full, mesh, (src,))
     with mt.CommDebugMode() as comm:
         y = x.redistribute(mesh, [dst])
     n = WORLD.size

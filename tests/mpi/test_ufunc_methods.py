@@ -9,7 +9,7 @@ import pytest
 
 import mtensor as mt
 import mtensor.numpy_scans  # noqa: F401  (registers cumsum & co. until mtensor imports it)
-from mpi_helpers import WORLD, assert_all_ranks, partial_terms, random_array
+from mpi_helpers import WORLD, assert_all_ranks, dtensor_of, random_array
 from mtensor.placement import Partial, Replicate, Shard
 
 MESH_NDIM_MAX = 2   # 1-D and 2-D meshes (see conftest.mesh)
@@ -27,16 +27,6 @@ def _layouts(mesh):
     return out
 
 
-def _dist(full, mesh, placements):
-    """``full`` laid out as ``placements``; Partial dims get telescoping integer terms."""
-    if not any(isinstance(p, Partial) for p in placements):
-        return mt.distribute_tensor(full, mesh, placements)
-    whole = [R if isinstance(p, Partial) else p for p in placements]
-    block = mt.distribute_tensor(full, mesh, whole).to_local()
-    terms = partial_terms(block, mesh, placements)
-    return mt.DTensor.from_local(terms, mesh, placements, shape=full.shape)
-
-
 def _same(got, want, exact):
     got = got.full_tensor()
     if got.shape != want.shape or got.dtype != want.dtype:
@@ -52,7 +42,7 @@ def _check(mesh, fn, full, exact=True):
     for placements in _layouts(mesh):
         if full.dtype == bool and P in placements:
             continue   # bools have no sum terms
-        got = fn(_dist(full, mesh, placements))
+        got = fn(dtensor_of(full, mesh, placements))
         if not _same(got, want, exact):
             bad.append(placements)
     assert_all_ranks(not bad, f"{bad} differ from numpy")
@@ -66,7 +56,7 @@ def test_outer(mesh, shape):
     for ufunc in (np.add, np.subtract, np.multiply, np.maximum, np.greater):
         _check(mesh, lambda x: ufunc.outer(x, b), a)
         _check(mesh, lambda x: ufunc.outer(b, x), a)
-    x = _dist(a, mesh, [S0] * mesh.ndim)
+    x = dtensor_of(a, mesh, [S0] * mesh.ndim)
     y = mt.distribute_tensor(b, mesh, [S0] + [R] * (mesh.ndim - 1))
     assert np.array_equal(np.subtract.outer(x, y).full_tensor(), np.subtract.outer(a, b))
 
@@ -91,7 +81,7 @@ def test_reduce_any_binary_ufunc(mesh, shape):
 
 @pytest.mark.mpi
 def test_reduce_follows_numpy_errors_and_refuses_initial_where(mesh):
-    x = _dist(random_array((3, 2), np.int64), mesh, [S0] * mesh.ndim)
+    x = dtensor_of(random_array((3, 2), np.int64), mesh, [S0] * mesh.ndim)
     with pytest.raises(ValueError, match="not reorderable"):
         np.subtract.reduce(x, axis=None)
     with pytest.raises(TypeError, match="initial"):

@@ -8,18 +8,10 @@ import numpy as np
 import pytest
 
 import mtensor as mt
-from mpi_helpers import assert_all_ranks, expected_block, layouts, partial_terms
+from mpi_helpers import assert_all_ranks, dtensor_of, layouts
 from op_sweep import sample
 
 R, S0, S1, PS = mt.Replicate(), mt.Shard(0), mt.Shard(1), mt.Partial("sum")
-
-
-def make(full, mesh, placements):
-    """A DTensor of ``full`` whose Partial mesh dims hold genuine, unequal terms."""
-    full = np.asarray(full)
-    block = expected_block(full, mesh, placements)
-    return mt.DTensor.from_local(partial_terms(block.copy(), mesh, placements), mesh, placements,
-                                 shape=full.shape)
 
 
 def same(got, want, what):
@@ -48,8 +40,8 @@ def _operands(mesh, y, row):
     yield "scalar", y.dtype.type(y.flat[0]).item()
     yield "numpy row", row
     for placements in sample(layouts(mesh.ndim, 2, ("sum",)), 3):
-        yield f"DTensor {placements}", make(y, mesh, placements)
-    yield "DTensor row", make(row, mesh, [R] * mesh.ndim)
+        yield f"DTensor {placements}", dtensor_of(y, mesh, placements)
+    yield "DTensor row", dtensor_of(row, mesh, [R] * mesh.ndim)
 
 
 @pytest.mark.mpi
@@ -63,7 +55,7 @@ def test_inplace_operators_write_the_target_in_its_layout(mesh, op):
     row = y[0]
     for placements in targets(mesh, limit=6 if floats else 4):
         for what, other in _operands(mesh, y, row):
-            X = make(x, mesh, placements)
+            X = dtensor_of(x, mesh, placements)
             alias = X
             alias = op(alias, other)
             want = op(x.copy(), np.asarray(other) if what.startswith("DTensor") else other)
@@ -73,7 +65,7 @@ def test_inplace_operators_write_the_target_in_its_layout(mesh, op):
 
 @pytest.mark.mpi
 def test_inplace_keeps_numpys_casting_rule_on_every_rank(mesh):
-    X = make(np.zeros((5, 3), np.int64), mesh, [S0] + [R] * (mesh.ndim - 1))
+    X = dtensor_of(np.zeros((5, 3), np.int64), mesh, [S0] + [R] * (mesh.ndim - 1))
     with pytest.raises(TypeError, match="same_kind"):
         X += 0.5
     with pytest.raises(TypeError, match="same_kind"):
@@ -91,10 +83,10 @@ def test_adagrad_loop_over_parameter_lists_matches_numpy(mesh):
     grads = [data(s, seed=10 + i) * 3 for i, s in enumerate(shapes)]
     mems = [np.zeros(s) for s in shapes]
     lay = [[S0] + [R] * (mesh.ndim - 1), [R] * mesh.ndim, [PS] * mesh.ndim]
-    P = [make(p, mesh, lay[i][:mesh.ndim] if p.ndim == 2 else [R] * mesh.ndim)
+    P = [dtensor_of(p, mesh, lay[i][:mesh.ndim] if p.ndim == 2 else [R] * mesh.ndim)
          for i, p in enumerate(params)]
-    G = [make(g, mesh, [PS] * mesh.ndim) for g in grads]
-    M = [make(m, mesh, [S0] * mesh.ndim if m.ndim == 2 else [R] * mesh.ndim) for m in mems]
+    G = [dtensor_of(g, mesh, [PS] * mesh.ndim) for g in grads]
+    M = [dtensor_of(m, mesh, [S0] * mesh.ndim if m.ndim == 2 else [R] * mesh.ndim) for m in mems]
     for step in range(2):
         for param, dparam, mem in zip(params, grads, mems):
             np.clip(dparam, -5, 5, out=dparam)
@@ -125,7 +117,7 @@ def test_stencil_writes_through_slice_views(mesh):
     u0, v0 = data((9, 8), low=0, high=4) / 4, data((9, 8), seed=1, low=0, high=4) / 4
     for placements in sample(layouts(mesh.ndim, 2, ()), 6):
         u, v = u0.copy(), v0.copy()
-        U, V = make(u, mesh, placements), make(v, mesh, placements)
+        U, V = dtensor_of(u, mesh, placements), dtensor_of(v, mesh, placements)
         for _ in range(2):
             gray_scott(u, v)
             gray_scott(U, V)
@@ -155,7 +147,7 @@ def test_views_alias_their_base_both_ways(mesh, name):
     take = VIEWS[name]
     for placements in targets(mesh, limit=8):
         a = data((6, 8))
-        A = make(a, mesh, placements)
+        A = dtensor_of(a, mesh, placements)
         v, V = take(a), take(A)
         v += 1
         V += 1
@@ -172,7 +164,7 @@ def test_views_alias_their_base_both_ways(mesh, name):
 def test_masks_and_fancy_indices_with_repeats(mesh):
     for placements in targets(mesh, limit=8):
         x = data((7, 6))
-        X = make(x, mesh, placements)
+        X = dtensor_of(x, mesh, placements)
         x[x > 2] = 0
         X[X > 2] = 0
         same(X, x, f"DTensor mask {placements}")
@@ -180,7 +172,7 @@ def test_masks_and_fancy_indices_with_repeats(mesh):
         x[mask] = np.arange(mask.sum())
         X[mask] = np.arange(mask.sum())
         same(X, x, f"numpy mask with values {placements}")
-        M = make(mask, mesh, [R if p == PS else p for p in placements])
+        M = dtensor_of(mask, mesh, [R if p == PS else p for p in placements])
         x[mask] += 1.0
         X[M] += 1.0
         same(X, x, f"DTensor mask, +=, {placements}")
@@ -203,7 +195,7 @@ def test_masks_and_fancy_indices_with_repeats(mesh):
 def test_ufunc_at_is_unbuffered(mesh):
     for placements in sample(layouts(mesh.ndim, 2, ()), 8):
         x = data((7, 6))
-        X = make(x, mesh, placements)
+        X = dtensor_of(x, mesh, placements)
         idx = (np.array([0, 0, 3, 6, 0]), np.array([2, 2, 1, 5, 2]))
         np.add.at(x, idx, 1)
         np.add.at(X, idx, 1)
@@ -212,7 +204,7 @@ def test_ufunc_at_is_unbuffered(mesh):
         np.negative.at(x, (slice(None), 3))
         np.negative.at(X, (slice(None), 3))
         same(X, x, f"ufunc.at {placements}")
-    P = make(np.zeros((4, 3)), mesh, [PS] * mesh.ndim)
+    P = dtensor_of(np.zeros((4, 3)), mesh, [PS] * mesh.ndim)
     with pytest.raises(TypeError, match=r"add.at: target placements \[P\(sum\)"):
         np.add.at(P, [0], 1)
     # into a plain array (binning with np.searchsorted's DTensor result): every rank applies
@@ -221,7 +213,7 @@ def test_ufunc_at_is_unbuffered(mesh):
     for placements in sample(layouts(mesh.ndim, 1, ("sum",)), 4):
         want, got = np.zeros(8), np.zeros(8)
         np.add.at(want, idx, vals)
-        np.add.at(got, make(idx, mesh, placements), make(vals, mesh, placements))
+        np.add.at(got, dtensor_of(idx, mesh, placements), dtensor_of(vals, mesh, placements))
         assert_all_ranks(np.array_equal(got, want), f"add.at into numpy {placements}")
 
 
@@ -229,8 +221,8 @@ def test_ufunc_at_is_unbuffered(mesh):
 def test_out_arguments_of_both_kinds(mesh):
     x, y = data((6, 5)), data((6, 5), seed=1)
     for placements in targets(mesh, limit=6):
-        X, Y = make(x, mesh, placements), make(y, mesh, [S1] + [R] * (mesh.ndim - 1))
-        Z = make(np.zeros((6, 5)), mesh, [S0] * mesh.ndim)
+        X, Y = dtensor_of(x, mesh, placements), dtensor_of(y, mesh, [S1] + [R] * (mesh.ndim - 1))
+        Z = dtensor_of(np.zeros((6, 5)), mesh, [S0] * mesh.ndim)
         assert np.add(X, Y, out=Z) is Z
         same(Z, x + y, f"add out=DTensor {placements}")
         np.multiply(X, 2, out=X)
@@ -241,7 +233,7 @@ def test_out_arguments_of_both_kinds(mesh):
         out = np.empty((6, 5))
         assert np.subtract(X, Y, out=out) is out
         same(out, x * 2 - y, f"subtract out=numpy {placements}")
-        s = make(np.zeros(5), mesh, [R] * mesh.ndim)
+        s = dtensor_of(np.zeros(5), mesh, [R] * mesh.ndim)
         np.sum(X, axis=0, out=s)
         same(s, (x * 2).sum(axis=0), f"sum out= {placements}")
         q, r = np.empty((6, 5)), np.empty((6, 5))
@@ -254,7 +246,7 @@ def test_out_arguments_of_both_kinds(mesh):
 def test_copyto_put_place_putmask_fill_diagonal_fill(mesh):
     for placements in targets(mesh, limit=6):
         x, y = data((5, 5)), data((5, 5), seed=1)
-        X, Y = make(x, mesh, placements), make(y, mesh, [S0] * mesh.ndim)
+        X, Y = dtensor_of(x, mesh, placements), dtensor_of(y, mesh, [S0] * mesh.ndim)
         np.copyto(x, y, where=y > 0)
         np.copyto(X, Y, where=Y > 0)
         same(X, x, f"copyto where {placements}")
@@ -269,7 +261,7 @@ def test_copyto_put_place_putmask_fill_diagonal_fill(mesh):
         same(X, x, f"put/place/putmask/fill_diagonal {placements}")
         X.fill(3)
         same(X, np.full((5, 5), 3.0), f"fill {placements}")
-    I = make(np.zeros((3, 3), np.int64), mesh, [S0] * mesh.ndim)
+    I = dtensor_of(np.zeros((3, 3), np.int64), mesh, [S0] * mesh.ndim)
     with pytest.raises(TypeError, match="same_kind"):
         np.copyto(I, np.ones((3, 3)))
     assert_all_ranks(True, "every rank raised")
@@ -277,7 +269,7 @@ def test_copyto_put_place_putmask_fill_diagonal_fill(mesh):
 
 @pytest.mark.mpi
 def test_writes_raise_clear_errors_on_every_rank(mesh):
-    X = make(np.zeros((4, 3)), mesh, [S0] * mesh.ndim)
+    X = dtensor_of(np.zeros((4, 3)), mesh, [S0] * mesh.ndim)
     with pytest.raises(ValueError, match=r"could not broadcast input array from shape \(2,\) "
                                          r"into shape \(4, 3\)"):
         X[...] = np.ones(2)
@@ -300,7 +292,7 @@ def test_compiled_step_writes_in_place_like_eager(mesh):
 
     u, v, w, g = (data((9, 8), seed=s, low=0, high=4) / 4 for s in range(4))
     compiled = mt.compile(step)
-    U, V, W, G = (make(a.copy(), mesh, lay) for a in (u, v, w, g))
+    U, V, W, G = (dtensor_of(a.copy(), mesh, lay) for a in (u, v, w, g))
     for _ in range(2):
         total = compiled(U, V, W, G)
         want = step(u, v, w, g)
@@ -311,8 +303,8 @@ def test_compiled_step_writes_in_place_like_eager(mesh):
 
 @pytest.mark.mpi
 def test_value_and_grad_refuses_in_place_writes_it_depends_on(mesh):
-    W = make(data((4, 3)), mesh, [R] * mesh.ndim)
-    x = make(data((2, 4)), mesh, [R] * mesh.ndim)
+    W = dtensor_of(data((4, 3)), mesh, [R] * mesh.ndim)
+    x = dtensor_of(data((2, 4)), mesh, [R] * mesh.ndim)
 
     def bumped_param(w):
         w += 1
