@@ -14,13 +14,13 @@ Sides alternate inside each repetition; medians of the slowest rank.  ``--json P
 writes the numbers from rank 0.
 """
 import argparse
-import json
 import time
 
 import numpy as np
 from mpi4py import MPI
 
 import mtensor as mt
+from tables import emit
 
 COMM = MPI.COMM_WORLD
 
@@ -95,20 +95,16 @@ def main():
     op_t = timed(ops, args.reps, batch=20)
     per_op = {k: (v - op_t["numpy"]) / n_ops * 1e6 for k, v in op_t.items() if k != "numpy"}
     if COMM.rank == 0:
-        print(f"{COMM.size} ranks; {args.params} gradients of {args.size * 8} B; {args.reps} reps")
-        print("| data-parallel step | collectives | median ms |")
-        print("|---|---:|---:|")
-        for name in dp:
-            print(f"| {name} | {n_coll[name]} | {dp_t[name] * 1e3:.2f} |")
-        print(f"eager / compiled: {dp_t['eager'] / dp_t['compiled']:.2f}x time, "
-              f"{n_coll['eager'] / max(n_coll['compiled'], 1):.0f}x collectives")
-        print(f"replay: +{per_op['compiled']:.2f} us/op over numpy (eager dispatch "
-              f"+{per_op['eager']:.2f} us/op), {n_ops} ops on 64x64 float64")
-        if args.json:
-            with open(args.json, "w") as f:
-                json.dump({"ranks": COMM.size, "collectives": n_coll, "dp_s": dp_t,
-                           "per_op_us": per_op}, f)
-
+        lines = [f"{COMM.size} ranks; {args.params} gradients of {args.size * 8} B; "
+                 f"{args.reps} reps", "", "| data-parallel step | collectives | median ms |",
+                 "|---|---:|---:|"]
+        lines += [f"| {name} | {n_coll[name]} | {dp_t[name] * 1e3:.2f} |" for name in dp]
+        lines += ["", f"eager / compiled: {dp_t['eager'] / dp_t['compiled']:.2f}x time, "
+                  f"{n_coll['eager'] / max(n_coll['compiled'], 1):.0f}x collectives; "
+                  f"replay: +{per_op['compiled']:.2f} us/op over numpy (eager dispatch "
+                  f"+{per_op['eager']:.2f} us/op), {n_ops} ops on 64x64 float64"]
+        emit(args.json, lines, {"ranks": COMM.size, "collectives": n_coll, "dp_s": dp_t,
+                                "per_op_us": per_op})
 
 if __name__ == "__main__":
     main()

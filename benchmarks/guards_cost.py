@@ -1,6 +1,6 @@
 """What the reliability guards cost per collective: check mode and the timeout watchdog.
 
-    mpiexec -n 2 python benchmarks/guards_cost.py [--reps 40]
+    mpiexec -n 2 python benchmarks/guards_cost.py [--reps 40] [--json PATH]
 
 Times ``x.full_tensor()`` for x Shard(0) (one all-gather) and for x Partial (one all-reduce),
 for a small (64x64 float64 per rank) and a large (1024x1024) tensor, with
@@ -15,6 +15,7 @@ import numpy as np
 from mpi4py import MPI
 
 import mtensor as mt
+from tables import emit
 
 SETTINGS = {"off": (False, None), "checks": (True, None), "timeout": (False, 60.0)}
 
@@ -32,6 +33,7 @@ def cases(mesh, n):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reps", type=int, default=40)
+    parser.add_argument("--json", help="also write the table and numbers here (rank 0)")
     args = parser.parse_args()
     comm = MPI.COMM_WORLD
     mesh = mt.init_device_mesh((comm.size,))
@@ -54,14 +56,16 @@ def main():
     mt.set_timeout(None)
     medians = {k: comm.allreduce(float(np.median(v)), op=MPI.MAX) for k, v in times.items()}
     if comm.rank == 0:
-        print(f"\n{comm.size} ranks, us per call (median, slowest rank)\n")
-        print("| case | off | checks | added | timeout | added |")
-        print("|---|---:|---:|---:|---:|---:|")
+        lines = [f"{comm.size} ranks, us per call (median, slowest rank)", "",
+                 "| case | off | checks | added | timeout | added |",
+                 "|---|---:|---:|---:|---:|---:|"]
+        added = {}
         for label in dict.fromkeys(k[0] for k in medians):
             off, chk, tmo = (medians[(label, s)] * 1e6 for s in SETTINGS)
-            print(f"| {label} | {off:.1f} | {chk:.1f} | {chk - off:+.1f} | {tmo:.1f} | "
-                  f"{tmo - off:+.1f} |")
-
+            added[label] = {"checks_us": chk - off, "timeout_us": tmo - off}
+            lines.append(f"| {label} | {off:.1f} | {chk:.1f} | {chk - off:+.1f} | {tmo:.1f} | "
+                         f"{tmo - off:+.1f} |")
+        emit(args.json, lines, {"ranks": comm.size, "added": added})
 
 if __name__ == "__main__":
     main()

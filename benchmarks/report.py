@@ -207,6 +207,61 @@ def algorithms_md(results):
     return out + [""]
 
 
+MORE = [("compile", "mt.compile: a data-parallel step with many small gradients, and the "
+                    "replay's cost per op (`compile_dp.py`)"),
+        ("guards", "What the reliability guards add per collective (`guards_cost.py`)"),
+        ("writes", "Writes to a DTensor vs numpy on the local block (`writes.py`)"),
+        ("checkpoint", "Checkpoints: save and load throughput (`checkpoint.py`)"),
+        ("checkpoint_large", "A larger checkpoint at the smallest rank count (`checkpoint.py`)")]
+
+
+def more_md(results):
+    out = ["## 6. mt.compile, guards, writes, checkpoints", ""]
+    for key, title in MORE:
+        out += [f"### {title}", ""]
+        for n, r in results[key].items():
+            out += (r["lines"] if r else [f"{n} ranks: failed (see the notes at the end)"]) + [""]
+    out += ["## 7. Overlap on a rate-limited link (`netbed/run.py`)", ""]
+    if results.get("netbed"):
+        out += ["2 ranks in two network namespaces over a 1 Gbit veth link; the full report "
+                "is [netbed/RESULTS.md](netbed/RESULTS.md).", "", *results["netbed"], ""]
+    else:
+        out += ["Not run here (`python benchmarks/run.py --netbed`, as root); the last "
+                "report is [netbed/RESULTS.md](netbed/RESULTS.md).", ""]
+    return out
+
+
+def more_headlines(results):
+    numbers = {key: {n: r["numbers"] for n, r in results[key].items() if r}
+               for key, _ in MORE}
+    out = []
+    compiled = numbers["compile"]
+    if compiled:
+        out.append("- mt.compile, data-parallel step with small gradients: eager / compiled "
+                   + ", ".join(f"{c['dp_s']['eager'] / c['dp_s']['compiled']:.1f}x at {n} ranks "
+                               f"({c['collectives']['eager']} collectives -> "
+                               f"{c['collectives']['compiled']})" for n, c in compiled.items())
+                   + "; replay +" + ", ".join(f"{c['per_op_us']['compiled']:.1f}"
+                                              for c in compiled.values())
+                   + " us/op over numpy (eager dispatch +" + ", ".join(
+                       f"{c['per_op_us']['eager']:.1f}" for c in compiled.values()) + ")")
+    for n, g in numbers["guards"].items():
+        out.append(f"- guards, {n} ranks, added us per collective: " + "; ".join(
+            f"{label}: checks {a['checks_us']:+.1f}, timeout {a['timeout_us']:+.1f}"
+            for label, a in g["added"].items()))
+    for n, w in numbers["writes"].items():
+        out.append(f"- writes, {n} ranks: " + "; ".join(
+            f"{label} {r['added_us']:+.1f} us ({r['ratio']:.2f}x numpy)"
+            for label, r in w["rows"].items()))
+    for n, c in [*numbers["checkpoint"].items(), *numbers["checkpoint_large"].items()]:
+        mine, gather = c["median_s"]["mtensor.checkpoint"], c["median_s"]["gather + np.save"]
+        out.append(f"- checkpoint, {n} ranks, {c['mib']:.0f} MiB: save "
+                   f"{c['mib'] * 2 ** 20 / mine[0] / 1e6:.0f} MB/s, load "
+                   f"{c['mib'] * 2 ** 20 / mine[1] / 1e6:.0f} MB/s; gather to rank 0 / mtensor "
+                   f"{gather[0] / mine[0]:.2f}x (save), {gather[1] / mine[1]:.2f}x (load)")
+    return out
+
+
 def headlines(results):
     out = []
     n = min(results["ranks"])
@@ -231,7 +286,7 @@ def headlines(results):
                  for row in (r or {}).get("rows", [])]
         out.append(f"- numpy on the whole array in one process / split over {n} ranks: "
                    + ", ".join(cells))
-    return out
+    return out + more_headlines(results)
 
 
 def write_report(results, out, argv):
@@ -250,7 +305,7 @@ def write_report(results, out, argv):
              *collectives_md(results["collectives"], results["gloo"]),
              *dispatch_md(results["dispatch"]),
              *train_md(results), *scaling_md(results), *algorithms_md(results),
-             "## Plots", ""]
+             *more_md(results), "## Plots", ""]
     lines += [f"![{p.stem}](plots/{p.name})" for p in plots] or [plot_note]
     heat = HEAT_NOTE if _version("heat") is None else "Heat is installed; no Heat side yet."
     lines += ["", "## Notes", "", f"- {heat}",

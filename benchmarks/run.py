@@ -14,7 +14,13 @@ Launches, each under ``mpiexec`` with one BLAS/OpenMP thread per rank and a wall
 4. the same step at 1 and each rank count with a fixed global batch (strong scaling) and with
    a fixed batch per data-parallel rank (weak scaling);
 5. ``algorithms.py`` at each rank count: sort, cumsum, diff and TSQR of split arrays vs numpy
-   on the whole array in one process.
+   on the whole array in one process;
+6. ``compile_dp.py`` (``mt.compile``'s buckets and replay cost), ``guards_cost.py`` (check
+   mode, timeout) and ``checkpoint.py`` at each rank count, ``writes.py`` and a larger
+   checkpoint at the smallest;
+7. with ``--netbed`` (root, about 9 more minutes): ``netbed/run.py --no-async``, overlap over a
+   rate-limited link between network namespaces (it writes ``netbed/RESULTS.md``; its table
+   is copied in).
 
 Every comparison runs its sides interleaved inside one launch.  torch is optional: without it,
 or with MTENSOR_BENCH_NO_TORCH=1, its columns read "n/a".  ``--quick`` runs tiny sizes (the
@@ -37,10 +43,15 @@ HERE = Path(__file__).resolve().parent
 THREADS = {v: "1" for v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")}
 # batch: the global batch of the strong runs and the batch per dp rank of the weak ones
 FULL = {"batch": "256", "train": ["--d", "512", "--reps", "15"], "dispatch": ["--reps", "40"],
-        "collectives": [], "algorithms": []}
+        "collectives": [], "algorithms": [], "compile": [], "guards": [], "writes": [],
+        "checkpoint": ["--mib", "64"], "checkpoint_large": ["--mib", "256"]}
 QUICK = {"batch": "16", "train": ["--d", "8", "--reps", "2"], "dispatch": ["--quick"],
          "collectives": ["--quick"],
-         "algorithms": ["--log2n", "12", "--rows", "2048", "--cols", "8", "--reps", "1"]}
+         "algorithms": ["--log2n", "12", "--rows", "2048", "--cols", "8", "--reps", "1"],
+         "compile": ["--params", "4", "--size", "64", "--reps", "2"], "guards": ["--reps", "2"],
+         "writes": ["--reps", "2", "--n", "256"],
+         "checkpoint": ["--mib", "1", "--reps", "1", "--warmup", "0"],
+         "checkpoint_large": ["--mib", "2", "--reps", "1", "--warmup", "0"]}
 
 
 def mpiexec():
@@ -91,6 +102,25 @@ class Launcher:
         return result
 
 
+def run_netbed(launch):
+    """The net bed's first table (from the netbed/RESULTS.md it writes), or None when it
+    failed or was skipped (noted like a failed launch)."""
+    what = "python benchmarks/netbed/run.py --no-async"
+    print(f"[run.py] {what}", flush=True)
+    proc = subprocess.run([sys.executable, str(HERE / "netbed" / "run.py"), "--no-async"],
+                          cwd=HERE.parent, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          text=True, env=dict(os.environ, **THREADS))
+    skipped = next((ln for ln in proc.stdout.splitlines() if ln.startswith("skipped")), None)
+    if proc.returncode != 0 or skipped:
+        print(proc.stdout[-4000:], flush=True)
+        launch.failures.append(f"`{what}`: {skipped or f'exit status {proc.returncode}'}")
+        return None
+    lines = (HERE / "netbed" / "RESULTS.md").read_text().splitlines()
+    start = next((i for i, line in enumerate(lines) if line.startswith("|")), len(lines))
+    stop = next((i for i in range(start, len(lines)) if not lines[i].startswith("|")), len(lines))
+    return lines[start:stop]
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ranks", default="2,4,8", help="comma-separated world sizes")
@@ -98,6 +128,8 @@ def main():
     parser.add_argument("--out", default=str(HERE),
                         help="folder for RESULTS.md and plots/ (default: benchmarks/)")
     parser.add_argument("--timeout", type=int, help="seconds per launch (default 900, quick 90)")
+    parser.add_argument("--netbed", action="store_true",
+                        help="also run netbed/run.py --no-async (root; about 9 minutes)")
     args = parser.parse_args()
     ranks = sorted({int(n) for n in args.ranks.split(",")})
     cfg = QUICK if args.quick else FULL
@@ -130,6 +162,13 @@ def main():
             results["weak"][n] = launch(n, train, ["--batch-per-dp", cfg["batch"], *cfg["train"]])
     for n in ranks:
         results["algorithms"][n] = launch(n, "algorithms.py", cfg["algorithms"])
+    for key, script in (("compile", "compile_dp.py"), ("guards", "guards_cost.py"),
+                        ("checkpoint", "checkpoint.py")):
+        results[key] = {n: launch(n, script, cfg[key]) for n in ranks}
+    results["writes"] = {ranks[0]: launch(ranks[0], "writes.py", cfg["writes"])}
+    results["checkpoint_large"] = {ranks[0]: launch(ranks[0], "checkpoint.py",
+                                                    cfg["checkpoint_large"])}
+    results["netbed"] = run_netbed(launch) if args.netbed else None
     results["failures"] = launch.failures
     results["seconds"] = time.perf_counter() - start
 

@@ -1,6 +1,6 @@
 """What a write to a DTensor costs against the same write in numpy on the local block.
 
-    mpiexec -n 2 python benchmarks/writes.py [--reps 30] [--n 4096]
+    mpiexec -n 2 python benchmarks/writes.py [--reps 30] [--n 4096] [--json PATH]
 
 Cases (none communicates): ``x += y`` on a 64x64 block per rank; ``x[mask] = 0`` with a
 bool DTensor mask and ``x[:, c] -= v`` with ``v`` a DTensor column, on an ``n`` x ``n``
@@ -15,6 +15,7 @@ import numpy as np
 from mpi4py import MPI
 
 import mtensor as mt
+from tables import emit
 
 
 def cases(mesh, n, size):
@@ -57,6 +58,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reps", type=int, default=30)
     parser.add_argument("--n", type=int, default=4096)
+    parser.add_argument("--json", help="also write the table and numbers here (rank 0)")
     args = parser.parse_args()
     comm = MPI.COMM_WORLD
     mesh = mt.init_device_mesh((comm.size,))
@@ -72,14 +74,16 @@ def main():
                 times.setdefault((label, side), []).append((time.perf_counter() - start) / batch)
     medians = {k: comm.allreduce(float(np.median(v)), op=MPI.MAX) for k, v in times.items()}
     if comm.rank == 0:
-        print(f"\n{comm.size} ranks, us per call (median, slowest rank)\n")
-        print("| write | numpy (local block) | mtensor | added | ratio |")
-        print("|---|---:|---:|---:|---:|")
+        lines = [f"{comm.size} ranks, us per call (median, slowest rank)", "",
+                 "| write | numpy (local block) | mtensor | added | ratio |",
+                 "|---|---:|---:|---:|---:|"]
+        rows = {}
         for label in dict.fromkeys(k[0] for k in medians):
             ours, theirs = medians[(label, "mtensor")] * 1e6, medians[(label, "numpy")] * 1e6
-            print(f"| {label} | {theirs:.1f} | {ours:.1f} | {ours - theirs:+.1f} | "
-                  f"{ours / theirs:.2f} |")
-
+            rows[label] = {"added_us": ours - theirs, "ratio": ours / theirs}
+            lines.append(f"| {label} | {theirs:.1f} | {ours:.1f} | {ours - theirs:+.1f} | "
+                         f"{ours / theirs:.2f} |")
+        emit(args.json, lines, {"ranks": comm.size, "rows": rows})
 
 if __name__ == "__main__":
     main()

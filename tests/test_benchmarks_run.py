@@ -10,7 +10,10 @@ from test_mpi_suites import finish
 
 ROOT = Path(__file__).resolve().parent.parent
 SECTIONS = ["## 1. Collectives", "## 2. Dispatch overhead", "## 3. Training step",
-            "## 4. Scaling", "## 5. numpy's algorithms on split arrays", "How to reproduce"]
+            "## 4. Scaling", "## 5. numpy's algorithms on split arrays",
+            "## 6. mt.compile, guards, writes, checkpoints", "### mt.compile", "How to reproduce",
+            "- mt.compile, data-parallel step", "- guards, 2 ranks", "- writes, 2 ranks",
+            "- checkpoint, 2 ranks, 2 MiB", "## 7. Overlap on a rate-limited link"]
 
 
 def _has_matplotlib() -> bool:
