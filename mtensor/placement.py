@@ -40,7 +40,7 @@ class ReduceOp:
             return dtype.type(0)
         if dtype.kind == "b":
             return self.name == "min"
-        if dtype.kind in "iu":
+        if dtype.kind in ("i", "u"):
             info = np.iinfo(dtype)
             return info.min if self.name == "max" else info.max
         return -np.inf if self.name == "max" else np.inf

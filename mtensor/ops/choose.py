@@ -25,11 +25,12 @@ def _change_cost(placements, mesh_dim, want, shape, mesh_shape, itemsize, model)
 def _price(call: OpCall, mesh_dim: int, choice: Choice, model) -> Tuple[float, int]:
     """(predicted seconds, operands relabelled): on a tie, fewer changed placements win, so a
     size-1 mesh dim (where every change is free) keeps the operands' layout."""
-    cost, moved = 0.0, 0
+    cost = 0.0
+    moved = 0  # pragma: no mutate
     for operand, want in zip(call.operands, choice.inputs):
         if operand.placements is None:
             if isinstance(want, Partial):
-                return math.inf, 0  # a constant cannot be split into partial terms
+                return math.inf, 0  # pragma: no mutate  (a constant cannot be partial terms)
             continue
         cost += _change_cost(operand.placements, mesh_dim, want, operand.shape,
                              call.mesh_shape, operand.dtype.itemsize, model)

@@ -168,17 +168,11 @@ def _slice_part(entry, lo, hi):
     start, stop, step = entry[1:]
     n = len(range(start, stop, step))
     if step > 0:
-        k0 = 0 if start >= lo else -(-(lo - start) // step)
-        k1 = 0 if start >= hi else -(-(hi - start) // step)
+        k0, k1 = -(-(lo - start) // step), -(-(hi - start) // step)
     else:
-        k0 = 0 if start < hi else -(-(start - hi + 1) // -step)
-        k1 = 0 if start < lo else -(-(start - lo + 1) // -step)
+        k0, k1 = -(-(start - hi + 1) // -step), -(-(start - lo + 1) // -step)
     k0, k1 = min(max(k0, 0), n), min(max(k1, 0), n)
-    if k0 >= k1:
-        return slice(0, 0), (0, 0)
-    first = start + k0 * step - lo
-    last = start + (k1 - 1) * step - lo
-    return _slice(first, last + (1 if step > 0 else -1), step), (k0, k1)
+    return _slice(start + k0 * step - lo, start + k1 * step - lo, step), (k0, k1)
 
 
 def block_plan(entries, shape, bounds):
@@ -190,7 +184,6 @@ def block_plan(entries, shape, bounds):
     region, _, fancy = region_layout(entries, shape)
     block_key, regular, d = [], [], 0
     arrays = [(j, e[1]) for j, e in enumerate(entries) if e[0] == "a"]
-    keep = None
     if arrays:
         grids = np.broadcast_arrays(*[a for _, a in arrays])
         keep = np.ones(fancy, bool)

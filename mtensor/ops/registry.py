@@ -120,7 +120,7 @@ def terms_survive(call: OpCall, op: str, out_dtype=None) -> bool:
     only on floats (its all-reduce divides, which truncates integers)."""
     out = result_dtype(call) if out_dtype is None else np.dtype(out_dtype)
     same = all(o.dtype == out for o in call.operands if o.placements is not None)
-    return same and (op != "avg" or out.kind in "fc")
+    return same and (op != "avg" or out.kind in ("f", "c"))
 
 
 def replicated(n_inputs: int) -> Choice:

@@ -94,7 +94,7 @@ def reshape_groups(src, dst) -> List[Tuple[List[int], List[int]]]:
         gi, gj, pa, pb = [i], [j], src[i], dst[j]
         i, j = i + 1, j + 1
         while pa != pb:
-            if pa < pb:
+            if pa < pb:  # pragma: no mutate
                 gi.append(i)
                 pa, i = pa * src[i], i + 1
             else:

@@ -127,9 +127,12 @@ def lateness(nodes, clock, groups: Sequence[Sequence[int]], model) -> float:
 def split_chain(nodes, clock, members: Sequence[int], model,
                 reads: Sequence[int]) -> List[Tuple[int, ...]]:
     """The split of one chain into buckets whose latest one is least late (ties: the one
-    that finishes earlier, then fewer buckets).  A prefix's state is (finish, lateness so
-    far); the Pareto front of those per prefix is exact, since a later bucket's lateness
-    only grows with both.  Fronts are kept to ``FRONT`` entries (the least late)."""
+    that finishes earlier, then, of the splits the fronts keep, fewer buckets).  A prefix's
+    state is (finish, lateness so far); the Pareto front of those per prefix is exact, since
+    a later bucket's lateness only grows with both.  A prefix that finishes later at the
+    same lateness is dropped even with fewer buckets (a front over the count as well costs
+    several times the time on hundreds of gradients).  Fronts are kept to ``FRONT`` entries
+    (the least late)."""
     starts = feasible_starts(nodes, members, reads)
     chain = _Chain(nodes, clock, members, model, reads)
     fronts = [[(0.0, float("-inf"), 0, None)]]     # (finish, late, buckets, (a, entry))
@@ -141,7 +144,7 @@ def split_chain(nodes, clock, members: Sequence[int], model,
                 done = max(chain.ready[b], finish) + cost
                 options.append((done, max(late, done - needed), count + 1, (a, i)))
         fronts.append(_pareto(options))
-    i = min(range(len(fronts[-1])), key=lambda i: _key(fronts[-1][i], 1, 0, 2))
+    i = 0                     # a front is sorted: least late, then earliest finish, first
     groups, b = [], len(members)
     while b > 0:
         a, next_i = fronts[b][i][3]
@@ -154,7 +157,7 @@ FRONT = 16
 
 
 def _key(entry, *fields):
-    return tuple(round(entry[f], 12) if f < 2 else entry[f] for f in fields)
+    return tuple(round(entry[f], 12) for f in fields)      # a count rounds to itself
 
 
 def _pareto(options):

@@ -156,9 +156,10 @@ class _Sim:
 
     @staticmethod
     def _speeds(queue, in_mpi: bool, rate: float):
-        """Each queued phase's share of its link's speed."""
+        """The share of its link's speed of each queued phase that moves, in queue order
+        (inside MPI only the first one moves)."""
         if in_mpi:
-            return [1.0] + [0.0] * (len(queue) - 1)
+            return [1.0]
         return [min(rate, 1.0 / len(queue))] * len(queue)
 
     def _phase_done(self, k: int) -> None:

@@ -15,9 +15,8 @@ from ..steps import COLLECTIVES, STEP_KINDS
 
 
 def bus_bytes(kind: str, n: int, nbytes: int) -> int:
-    """Bytes one rank moves for step ``kind`` on ``n`` ranks over an S-byte buffer."""
-    if n <= 1:
-        return 0
+    """Bytes one rank moves for step ``kind`` on ``n`` ranks over an S-byte buffer (none on
+    one rank: the factor ``n - 1`` is 0)."""
     return STEP_KINDS[kind].bus_factor * (n - 1) * nbytes // n
 
 
@@ -73,14 +72,14 @@ class CostModel:
             if isinstance(dst, Shard):
                 return t("all_to_all", mesh_dim, n, block_bytes)
             gather = t("all_gather", mesh_dim, n, block_bytes * n)
-            return gather + (t("local", mesh_dim, n, block_bytes * n) if isinstance(dst, Partial) else 0.0)
+            return gather + (block_bytes * n / self.copy_beta if isinstance(dst, Partial) else 0.0)
         if isinstance(src, Partial):
             if isinstance(dst, Shard):
                 return t("reduce_scatter", mesh_dim, n, block_bytes)
             reduce = t("all_reduce", mesh_dim, n, block_bytes)
-            return reduce + (t("local", mesh_dim, n, block_bytes) if isinstance(dst, Partial) else 0.0)
+            return reduce + (block_bytes / self.copy_beta if isinstance(dst, Partial) else 0.0)
         copied = block_bytes // n if isinstance(dst, Shard) else block_bytes
-        return t("local", mesh_dim, n, copied)
+        return copied / self.copy_beta
 
 
 _default = [CostModel()]

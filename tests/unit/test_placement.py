@@ -7,6 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mtensor.placement import (
+    REDUCE_OPS,
     Partial,
     Replicate,
     Shard,
@@ -15,9 +16,17 @@ from mtensor.placement import (
     local_shape,
     local_slices,
     max_local_shape,
+    mesh_coords,
+    reduced,
     shard_bounds,
     shard_counts,
 )
+
+
+@pytest.fixture(autouse=True)
+def fresh_block_cache():
+    """max_local_shape is cached: start each test empty so that it really computes."""
+    max_local_shape.cache_clear()
 
 
 def test_reprs_and_values():
@@ -122,3 +131,53 @@ def test_dim_smaller_than_mesh_gives_empty_shards():
     shapes = [local_shape((3, 2), (4,), (Shard(0),), (c,)) for c in range(4)]
     assert shapes == [(1, 2), (1, 2), (1, 2), (0, 2)]
     assert max_local_shape((3, 2), (4,), (Shard(0),)) == (1, 2)
+
+
+def test_partial_error_lists_the_known_ops():
+    with pytest.raises(ValueError) as info:
+        Partial("mean")
+    assert str(info.value) == ("Partial: unknown reduce_op 'mean'; "
+                               "use one of 'sum', 'avg', 'max', 'min'")
+    assert Partial().reduce_op == "sum" and Partial().op is REDUCE_OPS["sum"]
+
+
+@pytest.mark.parametrize("name, ufunc, linear, idempotent, mpi", [
+    ("sum", np.add, True, False, "SUM"),      # x + x != x; sum(k a, k b) = k sum(a, b)
+    ("avg", np.add, True, True, "SUM"),       # the mean of equal terms is the term
+    ("max", np.maximum, False, True, "MAX"),  # max(x, 1) is not linear in x
+    ("min", np.minimum, False, True, "MIN"),
+])
+def test_reduce_op_table(name, ufunc, linear, idempotent, mpi):
+    op = Partial(name).op
+    assert (op.name, op.ufunc, op.linear, op.idempotent, op.mpi) == (
+        name, ufunc, linear, idempotent, mpi)
+
+
+@pytest.mark.parametrize("op, dtype", [("sum", np.int8), ("avg", np.complex64), ("max", np.int16),
+                                       ("min", np.float32), ("sum", np.bool_)])
+def test_identity_has_the_dtype_or_is_a_python_value_numpy_casts_exactly(op, dtype):
+    value = Partial(op).op.identity(dtype)
+    assert np.asarray(value, dtype=dtype).item() == value
+    if op in ("sum", "avg"):
+        assert type(value) is np.dtype(dtype).type and value == 0
+
+
+def test_reduced_makes_every_partial_replicate():
+    assert reduced((Shard(1), Partial("max"), Replicate(), Partial())) == (
+        Shard(1), Replicate(), Replicate(), Replicate())
+    assert reduced(()) == ()
+
+
+@pytest.mark.parametrize("mesh", [(1,), (3,), (2, 3), (2, 1, 2)])
+def test_mesh_coords_in_rank_order(mesh):
+    assert mesh_coords(mesh) == tuple(itertools.product(*(range(n) for n in mesh)))
+
+
+@pytest.mark.parametrize("shape, mesh, placements", [
+    ((7, 5), (2, 3), (Shard(0), Shard(1))), ((7, 5), (2, 3), (Shard(1), Shard(1))),
+    ((3,), (4,), (Shard(0),)), ((9, 2), (2, 2), (Partial(), Shard(0))),
+])
+def test_max_local_shape_is_the_largest_block(shape, mesh, placements):
+    biggest = max((local_shape(shape, mesh, placements, c) for c in mesh_coords(mesh)),
+                  key=lambda s: int(np.prod(s)))
+    assert max_local_shape(shape, mesh, placements) == biggest

@@ -1,5 +1,8 @@
 """The sample sort's plan without MPI: the exchanges are simulated rank by rank."""
+from fractions import Fraction
+
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -94,3 +97,79 @@ def test_rebalance_counts_move_each_row_to_its_place(held, data):
            for r in range(p)]
     assert np.array_equal(np.concatenate(got), rows)
     assert [len(g) for g in got] == target.tolist()
+
+
+@given(st.integers(0, 60), st.integers(1, 12))
+def test_sample_positions_are_the_middles_of_equal_parts(n, per_run):
+    # part j of k covers [j n / k, (j + 1) n / k): its middle is floor((j + 1/2) n / k)
+    k = min(n, per_run)
+    pos = plan.sample_positions(n, per_run)
+    assert pos.dtype == np.int64
+    assert pos.tolist() == [int(Fraction(2 * j + 1, 2 * k) * n) for j in range(k)]
+
+
+def test_sample_positions_by_hand():
+    assert plan.sample_positions(10, 4).tolist() == [1, 3, 6, 8]   # 1.25, 3.75, 6.25, 8.75
+    assert plan.sample_positions(3, 5).tolist() == [0, 1, 2]       # fewer elements than samples
+    assert plan.sample_positions(0, 3).tolist() == []
+
+
+def test_sample_owners_lay_samples_out_rank_by_rank():
+    ranks, positions = plan.sample_owners([3, 0, 5], 2)
+    # run 0: middles of 2 parts of 3 -> 0, 2; run 1 is empty; run 2: of 5 -> 1, 3
+    assert ranks.tolist() == [0, 0, 2, 2] and positions.tolist() == [0, 2, 1, 3]
+    assert ranks.dtype == np.int64
+
+
+def test_splitter_picks_by_hand():
+    assert plan.splitter_picks(10, 4).tolist() == [2, 5, 7]      # floor(10 j / 4), j = 1..3
+    assert plan.splitter_picks(3, 3).tolist() == [1, 2]
+    assert plan.splitter_picks(5, 1).tolist() == []
+    assert plan.splitter_picks(12, 4).dtype == np.int64
+
+
+def test_cut_points_by_hand():
+    keys = np.array([1, 2, 2, 2, 3])
+    values, ranks, positions = np.array([2, 2, 2]), np.array([0, 1, 2]), np.array([0, 2, 0])
+    # rank 1 holds the run; an element precedes a splitter when (value, rank, position) is less:
+    # the rank-0 splitter follows only the 1, the rank-1 splitter at position 2 follows the 1
+    # and the 2 at position 1, the rank-2 splitter follows every 2
+    assert plan.cut_points(keys, 1, values, ranks, positions, False).tolist() == [1, 2, 4]
+    # together: every 2 follows every splitter of value 2
+    assert plan.cut_points(keys, 1, values, ranks, positions, True).tolist() == [1, 1, 1]
+    assert plan.bucket_counts(np.array([1, 2, 4]), 5).tolist() == [1, 1, 2, 1]
+    assert plan.bucket_counts(np.array([], np.int64), 3).tolist() == [3]
+
+
+@settings(max_examples=150, deadline=None, derandomize=True)
+@given(st.lists(st.integers(0, 3), max_size=10), st.integers(0, 3),
+       st.lists(st.tuples(st.integers(0, 3), st.integers(0, 3), st.integers(0, 10)),
+                min_size=1, max_size=5), st.booleans())
+def test_cut_points_count_the_elements_before_each_splitter(run, rank, splitters, together):
+    keys = np.sort(np.array(run, dtype=np.int64))
+    values, ranks, positions = (np.array(x, dtype=np.int64) for x in zip(*splitters))
+    cuts = plan.cut_points(keys, rank, values, ranks, positions, together)
+    for j, (v, r, p) in enumerate(splitters):
+        before = [(k, rank, i) < (v, r, p) if not together else k < v
+                  for i, k in enumerate(keys.tolist())]
+        assert cuts[j] == sum(before), (j, keys, (v, r, p))
+
+
+def test_rebalance_counts_by_hand():
+    # rows held 3 | 0 | 5 go to 3 | 3 | 2: rank 2 holds global rows 3..7, keeps 6..7 and
+    # sends 3..5 to rank 1; rank 1 receives them
+    send, recv = plan.rebalance_counts([3, 0, 5], [3, 3, 2], 2)
+    assert send.tolist() == [0, 3, 2] and recv.tolist() == [0, 0, 2]
+    send, recv = plan.rebalance_counts([3, 0, 5], [3, 3, 2], 1)
+    assert send.tolist() == [0, 0, 0] and recv.tolist() == [0, 0, 3]
+
+
+def test_rebalance_counts_refuse_mismatched_totals():
+    with pytest.raises(ValueError) as info:
+        plan.rebalance_counts([3, 2], [2, 2], 0)
+    assert str(info.value) == "rebalance: 5 rows held but 4 in the target layout"
+
+
+def test_layout_counts_dtype_and_replicas():
+    counts = plan.layout_counts(5, (2, 3), (Replicate(), Shard(0)))
+    assert counts.dtype == np.int64 and counts.tolist() == [2, 2, 1, 2, 2, 1]

@@ -112,3 +112,102 @@ def test_ufunc_reduce_raises_numpys_errors():
     with pytest.raises(ValueError, match="identity"):
         RULES["ufunc_reduce"](_call("ufunc_reduce", [(empty, (S1,))],
                                     ("subtract", 0, False, None), (2,)))
+
+
+@pytest.mark.parametrize("mesh_shape, layout", [((3,), (S0,)), ((2, 2), (S1, S0)), ((4,), (R,)),
+                                                ((2, 3), (S0, S1))])
+@pytest.mark.parametrize("axis", [0, 1, -1, (0, 1), None, np.int64(-2)])
+@pytest.mark.parametrize("keepdims", [False, True])
+def test_ufunc_reduce_matches_numpy(mesh_shape, layout, axis, keepdims):
+    full = np.random.default_rng(1).integers(0, 9, (7, 5)).astype(np.int64)
+    params = ("bitwise_or", axis, keepdims, None)
+    got, ins, out_lay = _run("ufunc_reduce", [(full, layout)], params, mesh_shape, [full])
+    want = np.bitwise_or.reduce(full, axis=axis, keepdims=keepdims)
+    assert got.shape == want.shape and np.array_equal(got, want)
+    call = _call("ufunc_reduce", [(full, layout)], params, mesh_shape)
+    kd = np.bitwise_or.reduce(full, axis=axis, keepdims=True).shape   # reduced dims are 1
+    kept = [d for d in range(2) if kd[d] != 1]
+    shards = {c.inputs[0].dim: c.output.dim for c in RULES["ufunc_reduce"](call).choices
+              if isinstance(c.inputs[0], Shard)}
+    # a kept dim stays split, in place with keepdims, else renumbered past the reduced ones
+    assert shards == {d: d if keepdims else kept.index(d) for d in kept}
+
+
+def test_ufunc_reduce_with_a_dtype():
+    full = np.arange(12, dtype=np.int8).reshape(4, 3) * 20
+    got, _, _ = _run("ufunc_reduce", [(full, (S1,))], ("add", 0, False, np.int64), (3,), [full])
+    assert got.dtype == np.int64 and np.array_equal(got, np.add.reduce(full, 0, dtype=np.int64))
+
+
+@pytest.mark.parametrize("mesh_shape, layout", [((3,), (S0,)), ((2, 2), (S1, S0)),
+                                                ((2,), (S1,))])
+@pytest.mark.parametrize("axis, indices", [(0, (0, 2, 5)), (1, (1, 3)), (-1, (0, 4, 1)),
+                                           (-2, (6, 0))])
+def test_ufunc_reduceat_matches_numpy(mesh_shape, layout, axis, indices):
+    full = np.random.default_rng(2).integers(0, 9, (7, 5)).astype(np.int64)
+    params = ("add", indices, axis, None)
+    got, ins, _ = _run("ufunc_reduceat", [(full, layout)], params, mesh_shape, [full])
+    assert np.array_equal(got, np.add.reduceat(full, list(indices), axis=axis))
+    assert all(p != Shard(axis % 2) for p in ins[0])      # the axis is whole
+    call = _call("ufunc_reduceat", [(full, layout)], params, mesh_shape)
+    shards = [c.inputs[0] for c in RULES["ufunc_reduceat"](call).choices
+              if isinstance(c.inputs[0], Shard)]
+    assert shards == [Shard(1 - axis % 2)]
+
+
+def test_ufunc_reduceat_raises_numpys_errors():
+    a = np.zeros((7, 5), np.int64)
+    with pytest.raises(IndexError):
+        RULES["ufunc_reduceat"](_call("ufunc_reduceat", [(a, (S0,))], ("add", (0, 7), 0, None),
+                                      (2,)))
+    with pytest.raises(np.exceptions.AxisError):
+        RULES["ufunc_reduceat"](_call("ufunc_reduceat", [(a, (S0,))], ("add", (0,), 2, None),
+                                      (2,)))
+
+
+@pytest.mark.parametrize("name, dtype, split", [
+    ("add", np.int64, True), ("add", np.bool_, True), ("logical_and", np.bool_, True),
+    ("multiply", np.float32, True), ("subtract", np.int64, False), ("add", np.object_, False),
+    ("maximum", np.complex64, True), ("logical_or", np.int64, True), ("minimum", "m8[s]", False),
+    ("bitwise_xor", np.uint16, True),
+])
+def test_which_scans_stay_split(name, dtype, split):
+    # associative ufuncs on numbers and bools (logical_or of int64 scans into bool) stay split;
+    # subtract is not associative; objects and timedeltas are not numbers
+    a = np.ones((6, 2), dtype)
+    call = _call("ufunc_accumulate", [(a, (S0,))], (name, 0, None), (3,))
+    dims = [c.inputs[0].dim for c in RULES["ufunc_accumulate"](call).choices
+            if isinstance(c.inputs[0], Shard)]
+    assert dims == ([0, 1] if split else [1])
+
+
+def test_scan_totals_of_empty_blocks():
+    full = np.arange(2 * 3).reshape(2, 3)
+    # 2 rows on 4 ranks: blocks of 1, 1, 0, 0 rows; the totals are one row per block
+    call = _call("scan_totals", [(full, (S0,))], (0,), (4,))
+    strategy = RULES["scan_totals"](call)
+    assert strategy.out_shape == (4, 3)
+    empty = full[2:]
+    assert strategy.kernel(empty).shape == (1, 3) and not strategy.kernel(empty).any()
+    assert np.array_equal(strategy.kernel(full[:1]), full[:1])
+
+
+def test_stand_in_and_reduced_axes():
+    from mtensor.ops.ufunc_methods import reduced_axes, stand_in
+    s = stand_in((0, 5, 1), np.float32)
+    assert s.shape == (0, 1, 1) and s.dtype == np.float32
+    assert np.array_equal(stand_in((3, 2), np.int8), np.ones((1, 1), np.int8))
+    assert reduced_axes(None, 3) == (0, 1, 2) and reduced_axes(-1, 3) == (2,)
+    assert reduced_axes(np.int64(1), 3) == (1,) and reduced_axes((2, -3), 3) == (0, 2)
+
+
+def test_scan_dtype_honours_dtype_and_axis():
+    a = np.ones((6, 2), np.int64)
+    # accumulating int64 into objects: no blockwise prefix, the axis is gathered
+    call = _call("ufunc_accumulate", [(a, (S0,))], ("add", 0, np.object_), (3,))
+    assert [c.inputs[0] for c in RULES["ufunc_accumulate"](call).choices] == [R, S1]
+    call = _call("ufunc_accumulate", [(a, (S0,))], ("add", -1, np.float32), (3,))
+    assert [c.inputs[0] for c in RULES["ufunc_accumulate"](call).choices] == [R, S0, S1]
+    with pytest.raises(np.exceptions.AxisError):
+        RULES["ufunc_accumulate"](_call("ufunc_accumulate", [(a, (S0,))], ("add", 2, None),
+                                        (3,)))
