@@ -156,8 +156,7 @@ def _search(src: Layout, dst: Layout, shape, mesh_shape, itemsize, model: CostMo
 
 
 def _needed(layout: Layout, dst: Layout) -> int:
-    return sum(p != q and not isinstance(p, Replicate)  # pragma: no mutate
-               for p, q in zip(layout, dst))
+    return sum(p != q and not isinstance(p, Replicate) for p, q in zip(layout, dst))
 
 
 def _chain(parent, src: Layout, dst: Layout) -> Tuple[Step, ...]:

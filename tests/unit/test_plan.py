@@ -303,6 +303,7 @@ LAYOUT_CASES = [
     ((2, 1, 2), [S0, P, S0], [R, S1, R]), ((2, 2, 2), [S0, S0, S1], [S1, S0, S0]),
     ((2, 2), [Partial("avg"), S0], [S0, Partial("avg")]), ((1, 3), [S0, S0], [S1, P]),
     ((2, 2), [S0, R], [S0, P]), ((2, 2), [S1, R], [S0, S1]),
+    ((2, 2), [R, S0], [S0, S0]), ((2, 3), [R, S1], [S1, S1]),  # a slice, then one all-to-all
 ]
 MODEL_CASES = [CostModel(), CostModel(alpha=1e-3, beta=1e8),
                CostModel(per_dim=((1e-3, 1e6), (1e-6, 1e10), (1e-5, 1e9)), copy_beta=1e7)]
