@@ -4,7 +4,7 @@ import itertools
 import numpy as np
 
 import mtensor as mt
-from mpi_helpers import assert_all_ranks, dtensor_of, layouts
+from mpi_helpers import assert_all_ranks, dtensor_of, layouts, thin
 from mtensor.placement import local_shape
 
 LIMIT = 40  # layout combinations tried per op and mesh (evenly spread over all of them)
@@ -42,7 +42,7 @@ def sweep(mesh, fn, *arrays, partial_ops=("sum",), limit=LIMIT):
     ops = [partial_ops if np.asarray(a).dtype.kind in "iufc" else () for a in arrays]
     combos = itertools.product(*(layouts(mesh.ndim, np.ndim(a), p) for a, p in zip(arrays, ops)))
     failures = []
-    for combo in sample(combos, limit):
+    for combo in thin(sample(combos, limit), mesh):
         inputs = [dtensor_of(a, mesh, p, seed=k) for k, (a, p) in enumerate(zip(arrays, combo))]
         out = fn(*inputs)
         outs = tuple(out) if isinstance(out, (tuple, list)) else (out,)

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import mtensor as mt
-from mpi_helpers import WORLD, assert_all_ranks, assert_each_raises, random_array
+from mpi_helpers import WORLD, assert_all_ranks, assert_each_raises, mesh_shapes, random_array
 from mtensor import Partial, Replicate, Shard
 
 R, S0, S1 = Replicate(), Shard(0), Shard(1)
@@ -123,6 +123,10 @@ def test_bad_operands_raise_the_same_clear_error_everywhere():
 
 @pytest.mark.mpi
 def test_calibrate_installs_one_model_on_every_rank(mesh):
+    """On the 2-D mesh of a world size that has one (two links measured; the probes take
+    seconds per mesh dim on 8 oversubscribed ranks), else on its only mesh."""
+    if mesh.ndim != 2 and any(len(shape) == 2 for shape in mesh_shapes()):
+        pytest.skip("calibrated on this world size's 2-D mesh")
     before = mt.get_cost_model()
     try:
         model = mt.calibrate(mesh, large_bytes=1 << 16, repeats=2)

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import mtensor as mt
-from mpi_helpers import assert_all_ranks, dtensor_of, layouts
+from mpi_helpers import assert_all_ranks, dtensor_of, layouts, thin
 from op_sweep import sample
 
 R, S0, S1, PS = mt.Replicate(), mt.Shard(0), mt.Shard(1), mt.Partial("sum")
@@ -26,7 +26,7 @@ def data(shape, dtype=np.float64, seed=0, low=-9, high=10):
 
 
 def targets(mesh, ndim=2, limit=10):
-    return sample(layouts(mesh.ndim, ndim, ("sum",)), limit)
+    return thin(sample(layouts(mesh.ndim, ndim, ("sum",)), limit), mesh)
 
 
 # x op= y for every in-place operator; y of every kind (layouts, numpy, scalar, broadcast)
