@@ -6,7 +6,7 @@ import pytest
 
 import mtensor as mt
 from counting_backend import CALLS, Counting
-from mpi_helpers import WORLD, assert_all_ranks, random_array
+from mpi_helpers import WORLD, assert_all_ranks, assert_each_raises, random_array
 from mtensor import comm
 
 comm.register_backend("counting", Counting)
@@ -57,6 +57,6 @@ def test_a_compiled_replay_starts_its_buckets_through_the_backend():
 
 @pytest.mark.mpi
 def test_an_unknown_backend_is_refused_on_every_rank():
-    with pytest.raises(ValueError, match="unknown communication backend 'nccl-please'"):
-        mt.init_device_mesh((WORLD.size,), backend="nccl-please")
-    assert_all_ranks(True, "every rank raised")
+    assert_each_raises({"unknown backend": (
+        lambda: mt.init_device_mesh((WORLD.size,), backend="nccl-please"), ValueError,
+        "unknown communication backend 'nccl-please'")})

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import mtensor as mt
-from mpi_helpers import assert_all_ranks, dtensor_of, layouts, thin
+from mpi_helpers import assert_all_ranks, assert_each_raises, dtensor_of, layouts, thin
 from op_sweep import sample
 
 R, S0, S1, PS = mt.Replicate(), mt.Shard(0), mt.Shard(1), mt.Partial("sum")
@@ -66,13 +66,12 @@ def test_inplace_operators_write_the_target_in_its_layout(mesh, op):
 @pytest.mark.mpi
 def test_inplace_keeps_numpys_casting_rule_on_every_rank(mesh):
     X = dtensor_of(np.zeros((5, 3), np.int64), mesh, [S0] + [R] * (mesh.ndim - 1))
-    with pytest.raises(TypeError, match="same_kind"):
-        X += 0.5
-    with pytest.raises(TypeError, match="same_kind"):
-        X /= 2
-    with pytest.raises(ValueError, match="broadcast"):
-        X += np.ones((2, 5, 3), np.int64)
-    assert_all_ranks(True, "every rank raised")
+    assert_each_raises({
+        "int += float": (lambda: operator.iadd(X, 0.5), TypeError, "same_kind"),
+        "int /= int": (lambda: operator.itruediv(X, 2), TypeError, "same_kind"),
+        "+= a larger operand": (lambda: operator.iadd(X, np.ones((2, 5, 3), np.int64)),
+                                ValueError, "broadcast"),
+    })
 
 
 # the loops of real numpy code: parameter lists updated in place
@@ -262,22 +261,21 @@ def test_copyto_put_place_putmask_fill_diagonal_fill(mesh):
         X.fill(3)
         same(X, np.full((5, 5), 3.0), f"fill {placements}")
     I = dtensor_of(np.zeros((3, 3), np.int64), mesh, [S0] * mesh.ndim)
-    with pytest.raises(TypeError, match="same_kind"):
-        np.copyto(I, np.ones((3, 3)))
-    assert_all_ranks(True, "every rank raised")
+    assert_each_raises({"copyto float into int": (lambda: np.copyto(I, np.ones((3, 3))),
+                                                  TypeError, "same_kind")})
 
 
 @pytest.mark.mpi
 def test_writes_raise_clear_errors_on_every_rank(mesh):
     X = dtensor_of(np.zeros((4, 3)), mesh, [S0] * mesh.ndim)
-    with pytest.raises(ValueError, match=r"could not broadcast input array from shape \(2,\) "
-                                         r"into shape \(4, 3\)"):
-        X[...] = np.ones(2)
-    with pytest.raises(IndexError, match="out of bounds"):
-        X[4] = 1
-    with pytest.raises(ValueError, match=r"in-place @ needs the shape of x back"):
-        X @= np.ones((3, 2))
-    assert_all_ranks(True, "every rank raised")
+    assert_each_raises({
+        "setitem of a wrong shape": (
+            lambda: operator.setitem(X, Ellipsis, np.ones(2)), ValueError,
+            "could not broadcast input array from shape (2,) into shape (4, 3)"),
+        "setitem out of bounds": (lambda: operator.setitem(X, 4, 1), IndexError, "out of bounds"),
+        "@= changing the shape": (lambda: operator.imatmul(X, np.ones((3, 2))), ValueError,
+                                  "in-place @ needs the shape of x back"),
+    })
 
 
 @pytest.mark.mpi
@@ -315,7 +313,6 @@ def test_value_and_grad_refuses_in_place_writes_it_depends_on(mesh):
         x[0] = 0
         return h.sum()
 
-    for fn in (bumped_param, bumped_input):
-        with pytest.raises(TypeError, match="writes in place into a DTensor the gradient"):
-            mt.value_and_grad(fn)(W)
-    assert_all_ranks(True, "every rank raised")
+    assert_each_raises({fn.__name__: (lambda fn=fn: mt.value_and_grad(fn)(W), TypeError,
+                                       "writes in place into a DTensor the gradient")
+                        for fn in (bumped_param, bumped_input)})
