@@ -1,5 +1,6 @@
 """Helpers for tests that run on every rank under mpiexec."""
 import itertools
+import os
 
 import numpy as np
 from mpi4py import MPI
@@ -76,12 +77,13 @@ _THINNED = itertools.count()
 
 
 def thin(combos, mesh, keep=3):
-    """Every combination on meshes of up to 4 ranks; on 8 (oversubscribed 4x on 2 cores: the
-    suite's slowest launch) every ``keep``-th, from an offset that moves on at each call, so
-    the tests of a parametrized family together still reach every combination.  Every rank
-    runs the same tests in one order (lockstep.py checks it): the offsets agree."""
+    """Every combination where each rank has a core; where ranks outnumber the cores (3, 4 and
+    8 ranks on this 2-core machine: most of the suite's time) every ``keep``-th, from an
+    offset that moves on at each call, so the tests of a parametrized family together still
+    reach every combination.  Every rank runs the same tests in one order (lockstep.py
+    checks it): the offsets agree."""
     combos = list(combos)
-    if mesh.size() < 8:
+    if mesh.size() <= (os.cpu_count() or 1):
         return combos
     return combos[next(_THINNED) % keep::keep]
 
