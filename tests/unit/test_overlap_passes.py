@@ -1,45 +1,10 @@
 """The bucketing and scheduling passes on hand-made graphs (pure planning: no MPI)."""
-from types import SimpleNamespace
-
 import numpy as np
 from hypothesis import given, settings, strategies as st
 
+from graphs import KIB, G
 from mtensor.overlap.bucketing import first_readers, first_reads, plan_buckets
 from mtensor.overlap.schedule import plan_schedule
-from mtensor.trace_compile.graph import Node
-
-MESH = object()
-KIB = 1024
-
-
-def coll(kind="all_reduce", nbytes=4 * KIB, mesh_dim=0, dtype=np.float64, op="sum"):
-    return SimpleNamespace(kind=kind, mesh=MESH, mesh_dim=mesh_dim, dtype=np.dtype(dtype),
-                           op=op, bucket_bytes=nbytes)
-
-
-class G:
-    """A graph under construction: slots are numbered as nodes make them."""
-
-    def __init__(self, ninputs=1):
-        self.nodes, self.next = [], ninputs
-
-    def _out(self):
-        self.next += 1
-        return self.next - 1
-
-    def compute(self, *ins):
-        out = self._out()
-        self.nodes.append(Node("compute", "f", None, ins, (out,), 0.0))
-        return out
-
-    def effect(self, *ins):
-        self.nodes.append(Node("effect", "update", None, ins, (), 0.0))
-
-    def collective(self, src, **kw):
-        out = self._out()
-        self.nodes.append(Node("collective", kw.get("kind", "all_reduce"), coll(**kw), (src,),
-                               (out,), 0.0))
-        return out
 
 
 def dp_step(n):

@@ -1,42 +1,16 @@
 """The scheduling pass (pure: no MPI): starts as early and waits as late as the graph, the
 in-place effects and the cap on bytes in flight allow, checked on random graphs against
 those rules stated apart from the pass, and on small graphs worked out by hand."""
-from types import SimpleNamespace
-
-import numpy as np
 from hypothesis import given, settings, strategies as st
 
+from graphs import G as Graph
 from mtensor.overlap.bucketing import plan_buckets
 from mtensor.overlap.schedule import plan_schedule
-from mtensor.trace_compile.graph import Node
-
-MESH = object()
 
 
-class G:
-    """A graph under construction: slots are numbered as nodes make them (0 and 1: inputs)."""
-
-    def __init__(self):
-        self.nodes, self.next = [], 2
-
-    def _out(self):
-        self.next += 1
-        return self.next - 1
-
-    def compute(self, *ins):
-        out = self._out()
-        self.nodes.append(Node("compute", "f", None, ins, (out,), 0.0))
-        return out
-
-    def effect(self, *ins):
-        self.nodes.append(Node("effect", "update", None, ins, (), 0.0))
-
-    def collective(self, src, nbytes=1024, kind="all_reduce"):
-        out = self._out()
-        fn = SimpleNamespace(kind=kind, mesh=MESH, mesh_dim=0, dtype=np.dtype("f8"), op="sum",
-                             bucket_bytes=nbytes)
-        self.nodes.append(Node("collective", kind, fn, (src,), (out,), 0.0))
-        return out
+def G():
+    """Graphs with two inputs (slots 0 and 1) whose collectives move 1 KiB by default."""
+    return Graph(ninputs=2, nbytes=1024)
 
 
 def _check_eager_and_lazy(nodes, buckets, program, cap, overlap):
@@ -89,7 +63,7 @@ def graphs(draw):
             g.effect(src)
         else:
             g.collective(src, draw(st.integers(1, 8)) * 1024,
-                         draw(st.sampled_from(["all_reduce", "all_to_all"])))
+                         kind=draw(st.sampled_from(["all_reduce", "all_to_all"])))
     return g.nodes, draw(st.integers(1, 32)) * 1024, draw(st.booleans())
 
 

@@ -1,0 +1,41 @@
+"""Hand-made traced graphs for the tests of the overlap passes (pure planning: no MPI)."""
+from types import SimpleNamespace
+
+import numpy as np
+
+from mtensor.trace_compile.graph import Node
+
+MESH = object()
+KIB = 1024
+
+
+def coll(kind="all_reduce", nbytes=4 * KIB, mesh_dim=0, dtype=np.float64, op="sum"):
+    """What a collective node's ``fn`` tells the passes: its kind, link, dtype, op and bytes."""
+    return SimpleNamespace(kind=kind, mesh=MESH, mesh_dim=mesh_dim, dtype=np.dtype(dtype),
+                           op=op, bucket_bytes=nbytes)
+
+
+class G:
+    """A graph under construction: slots are numbered as nodes make them, after the
+    ``ninputs`` inputs; collectives move ``nbytes`` unless told otherwise."""
+
+    def __init__(self, ninputs=1, nbytes=4 * KIB):
+        self.nodes, self.next, self.nbytes = [], ninputs, nbytes
+
+    def _out(self):
+        self.next += 1
+        return self.next - 1
+
+    def compute(self, *ins):
+        out = self._out()
+        self.nodes.append(Node("compute", "f", None, ins, (out,), 0.0))
+        return out
+
+    def effect(self, *ins):
+        self.nodes.append(Node("effect", "update", None, ins, (), 0.0))
+
+    def collective(self, src, nbytes=None, **kw):
+        out = self._out()
+        fn = coll(nbytes=self.nbytes if nbytes is None else nbytes, **kw)
+        self.nodes.append(Node("collective", fn.kind, fn, (src,), (out,), 0.0))
+        return out
