@@ -2,6 +2,7 @@
 from types import SimpleNamespace
 
 import numpy as np
+from hypothesis import strategies as st
 
 from mtensor.trace_compile.graph import Node
 
@@ -39,3 +40,21 @@ class G:
         fn = coll(nbytes=self.nbytes if nbytes is None else nbytes, **kw)
         self.nodes.append(Node("collective", fn.kind, fn, (src,), (out,), 0.0))
         return out
+
+
+@st.composite
+def random_graphs(draw, nodes=30, kinds=("all_reduce", "all_gather", "all_to_all"),
+                  kib=64, cap_kib=256):
+    """Random step-like graphs (compute, collectives of ``kinds`` moving 1..``kib`` KiB, and
+    effects, over earlier slots), with a cap of 1..``cap_kib`` KiB and an overlap flag."""
+    g = G(ninputs=2)
+    for _ in range(draw(st.integers(1, nodes))):
+        what = draw(st.sampled_from(["compute", "compute", "collective", "effect"]))
+        src = draw(st.integers(0, g.next - 1))
+        if what == "compute":
+            g.compute(src, draw(st.integers(0, g.next - 1)))
+        elif what == "effect":
+            g.effect(src)
+        else:
+            g.collective(src, draw(st.integers(1, kib)) * KIB, kind=draw(st.sampled_from(kinds)))
+    return g.nodes, draw(st.integers(1, cap_kib)) * KIB, draw(st.booleans())

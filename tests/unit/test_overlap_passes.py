@@ -1,8 +1,8 @@
 """The bucketing and scheduling passes on hand-made graphs (pure planning: no MPI)."""
 import numpy as np
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
 
-from graphs import KIB, G
+from graphs import KIB, G, random_graphs
 from mtensor.overlap.bucketing import first_readers, first_reads, plan_buckets
 from mtensor.overlap.schedule import plan_schedule
 
@@ -103,25 +103,10 @@ def test_bytes_in_flight_are_capped():
     assert program.index(("wait", 0)) < program.index(("start", 2))
 
 
-@st.composite
-def graphs(draw):
-    """Random step-like graphs: compute, collectives and effects over earlier slots."""
-    g = G(ninputs=2)
-    for _ in range(draw(st.integers(1, 30))):
-        what = draw(st.sampled_from(["compute", "compute", "collective", "effect"]))
-        src = draw(st.integers(0, g.next - 1))
-        if what == "compute":
-            g.compute(src, draw(st.integers(0, g.next - 1)))
-        elif what == "effect":
-            g.effect(src)
-        else:
-            g.collective(src, kind=draw(st.sampled_from(["all_reduce", "all_gather", "all_to_all"])),
-                         nbytes=draw(st.integers(1, 64)) * KIB)
-    return g.nodes, draw(st.integers(1, 256)) * KIB, draw(st.booleans())
 
 
 @settings(max_examples=300, deadline=None)
-@given(graphs())
+@given(random_graphs())
 def test_every_schedule_is_valid(case):
     """Every value exists before it is read, buckets start in one order and each is
     finished once, effects run with nothing in flight, no collective starts before an

@@ -1,9 +1,9 @@
 """The scheduling pass (pure: no MPI): starts as early and waits as late as the graph, the
 in-place effects and the cap on bytes in flight allow, checked on random graphs against
 those rules stated apart from the pass, and on small graphs worked out by hand."""
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
 
-from graphs import G as Graph
+from graphs import G as Graph, random_graphs
 from mtensor.overlap.bucketing import plan_buckets
 from mtensor.overlap.schedule import plan_schedule
 
@@ -51,20 +51,8 @@ def _check_eager_and_lazy(nodes, buckets, program, cap, overlap):
             assert overlap and any(w == "compute" for w, _ in between), (k, program)
 
 
-@st.composite
-def graphs(draw):
-    g = G()
-    for _ in range(draw(st.integers(1, 25))):
-        what = draw(st.sampled_from(["compute", "compute", "collective", "effect"]))
-        src = draw(st.integers(0, g.next - 1))
-        if what == "compute":
-            g.compute(src, draw(st.integers(0, g.next - 1)))
-        elif what == "effect":
-            g.effect(src)
-        else:
-            g.collective(src, draw(st.integers(1, 8)) * 1024,
-                         kind=draw(st.sampled_from(["all_reduce", "all_to_all"])))
-    return g.nodes, draw(st.integers(1, 32)) * 1024, draw(st.booleans())
+def graphs():
+    return random_graphs(nodes=25, kinds=("all_reduce", "all_to_all"), kib=8, cap_kib=32)
 
 
 @settings(max_examples=150, deadline=None, derandomize=True)
