@@ -103,8 +103,6 @@ def test_bytes_in_flight_are_capped():
     assert program.index(("wait", 0)) < program.index(("start", 2))
 
 
-
-
 @settings(max_examples=300, deadline=None)
 @given(random_graphs())
 def test_every_schedule_is_valid(case):
