@@ -71,7 +71,7 @@ def decision_for(name: str, operands, params=(), into=None) -> "Decision":
         _decisions.clear()
         _direct_into.clear()
         _model[0] = _current_model[0]
-    key = (name, params, into,
+    key = (name, params, into, _aliases(operands),
            *[o._spec if type(o) is DTensor else _const_key(o) for o in operands])
     try:
         decision = _decisions[key]
@@ -86,6 +86,16 @@ def decision_for(name: str, operands, params=(), into=None) -> "Decision":
         if decision is None:
             decision = _decisions[key] = _decide(name, operands, params, into, unsafe=True)
     return decision
+
+
+def _aliases(operands) -> tuple:
+    """For each operand from the second, the index of the first operand that is the same
+    DTensor (``x * x``), or -1; ``()`` when there are none (the common case, one check)."""
+    if len(operands) < 2 or not (operands[0] is operands[1] or len(operands) > 2):
+        return ()
+    out = tuple(next((i for i in range(j) if operands[i] is o and type(o) is DTensor), -1)
+                for j, o in enumerate(operands) if j)
+    return out if any(i >= 0 for i in out) else ()
 
 
 def _values_fit(name: str, operands, decision) -> bool:
@@ -107,24 +117,25 @@ def _finite_values(block, nonzero: bool) -> bool:
         return bool(np.isfinite(block).all() and (not nonzero or block.all()))
 
 
-def dispatch(name: str, operands, params=(), cache: bool = True):
+def dispatch(name: str, operands, params=(), cache: bool = True, keep=None):
     """Run op ``name`` on ``operands`` (DTensors, scalars, arrays) with ``params``, hashable
-    unless ``cache`` is False (index arrays: decided anew on each call)."""
+    unless ``cache`` is False (index arrays: decided anew on each call).  ``keep``: an
+    operand that must keep its layout (the target an in-place op writes back into)."""
     if views.state.detached:
         _sync(operands)
     decision = decision_for(name, operands, params) if cache else _decide(name, operands,
                                                                           params)
-    return run_decision(name, operands, params, decision)
+    return run_decision(name, operands, params, decision, keep)
 
 
-def run_decision(name: str, operands, params, decision):
+def run_decision(name: str, operands, params, decision, keep=None):
     """Run a decision (``decision_for``'s) on the operands and wrap the result."""
     tracer = modes.active.tracer
     if decision.direct and tracer is None:
         blocks = None
         result = decision.kernel(*[o._local for o in operands])
     else:
-        blocks = _blocks(name, operands, decision)
+        blocks = _blocks(name, operands, decision, keep)
         if tracer is None:
             result = decision.kernel(*blocks)
         else:
@@ -154,7 +165,7 @@ def dispatch_into(name: str, operands, params, target) -> bool:
     if (decision.direct and not decision.check and not params and len(operands) == 2
             and operands[0] is target):
         _direct_into[(name, target._spec, operands[1]._spec)] = decision.into
-    blocks = _blocks(name, operands, decision) + [target._local]
+    blocks = _blocks(name, operands, decision, target) + [target._local]
     if modes.active.tracer is None:
         decision.into(*blocks)
     else:
@@ -180,16 +191,43 @@ def _sync(operands) -> None:
             views.sync(o)
 
 
-def _blocks(name, operands, decision) -> list:
-    """Each operand's block as the decision wants it (redistributed where needed)."""
+def _blocks(name, operands, decision, keep=None) -> list:
+    """Each operand's block as the decision wants it (redistributed where needed); the
+    DTensors reduced on the way keep their reduced block (:func:`_settle`), but ``keep``."""
     guard.state.op = name
     reuse = modes.active.reuse
-    return [
-        (o._local if type(o) is DTensor else o) if run is None
-        else _laid_out_once(o, run, spec, reuse) if reuse is not None
-        else run(o._local if type(o) is DTensor else o)
-        for o, run, spec in zip(operands, decision.prepare, decision.in_specs)
-    ]
+    if reuse is not None:
+        return [(o._local if type(o) is DTensor else o) if run is None
+                else _laid_out_once(o, run, spec, reuse)
+                for o, run, spec in zip(operands, decision.prepare, decision.in_specs)]
+    blocks, moved = [], {}
+    for o, run, spec in zip(operands, decision.prepare, decision.in_specs):
+        if run is None:
+            blocks.append(o._local if type(o) is DTensor else o)
+        elif type(o) is not DTensor:
+            blocks.append(run(o))
+        else:
+            key = (id(o), id(run))
+            if key not in moved:
+                moved[key] = (o, run(o._local), spec)
+            blocks.append(moved[key][1])
+    for o, block, spec in moved.values():
+        if o is not keep:
+            _settle(o, block, spec)
+    return blocks
+
+
+def _settle(operand, block, spec) -> None:
+    """A DTensor of partial terms that an op needed reduced keeps the reduced block: the
+    same value, so every later use (the normalisation after the variance, the residual
+    read again) finds it whole instead of reducing it again, as Megatron's all-reduce
+    hands its one result to every consumer.  Views keep their own layout, and a compiled
+    step's arguments keep theirs (the graph reads them as they were passed)."""
+    if (operand._view is None and spec is not None
+            and any(isinstance(p, Partial) for p in operand._spec.placements)
+            and not any(isinstance(p, Partial) for p in spec.placements)
+            and (modes.active.tracer is None or not modes.active.tracer.is_input(operand._local))):
+        operand._local, operand._spec = block, spec
 
 
 def _strategy(decision: Decision, operands) -> str:
@@ -247,7 +285,8 @@ def _decide(name: str, operands, params, into=None, unsafe=False) -> Decision:
     if rule is None:
         raise TypeError(f"{name}: mtensor has no sharding rule for this op; call full_tensor() "
                         f"to compute on the whole array, or to_local() for this rank's block")
-    call = OpCall(name, tuple(_operand(o, unsafe) for o in operands), params, mesh.shape)
+    call = OpCall(name, tuple(_operand(o, unsafe) for o in operands), params, mesh.shape,
+                  _aliases(operands))
     strategy = rule(call)
     model = cost.get_cost_model()
     chosen = choose(call, strategy.choices, model, into)

@@ -40,7 +40,7 @@ def call_into(name: str, operands, params, target: DTensor, fn=None):
     if not any(type(o) is DTensor for o in operands):
         assign(target, WHOLE, fn(*operands, **dict(params)), "same_kind", name)
     elif not dispatch_into(name, operands, params, target):
-        assign(target, WHOLE, dispatch(name, operands, params), "same_kind", name)
+        assign(target, WHOLE, dispatch(name, operands, params, keep=target), "same_kind", name)
     else:
         views.wrote(target)       # assign counts its own write
     return target
@@ -84,7 +84,7 @@ def ufunc_at(ufunc, target, indices, values=None):
 def inplace_matmul(target: DTensor, other):
     """``target @= other``: numpy computes into a temporary and needs the same shape back."""
     check_write("matmul (in place)", target, other)
-    result = dispatch("matmul", (target, other))
+    result = dispatch("matmul", (target, other), keep=target)
     if result.shape != target.shape:
         raise ValueError(f"matmul (in place): x of shape {target.shape} @ {np.shape(other)} "
                          f"gives {result.shape}; in-place @ needs the shape of x back")

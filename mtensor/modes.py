@@ -3,7 +3,8 @@
 Dispatch, the executors, views and writes call through these slots; the layers that provide
 the modes register into them: ``value_and_grad`` puts its tape in ``active.tape`` (and its
 memo of laid-out operands in ``active.reuse`` during the backward pass), ``mt.compile`` its
-tracer in ``active.tracer``, each ``CommDebugMode`` itself in ``active.counters``.  So a low
+tracer in ``active.tracer``, each ``CommDebugMode`` itself in ``active.counters``, and
+``debug.region`` the name of the region running in ``active.region``.  So a low
 layer imports this module only, never the layer above that fills it.  (The check mode and
 the timeout are the communication layer's own: ``comm.guard``.)
 """
@@ -11,13 +12,14 @@ from __future__ import annotations
 
 
 class Modes:
-    __slots__ = ("tape", "reuse", "tracer", "counters")
+    __slots__ = ("tape", "reuse", "tracer", "counters", "region")
 
     def __init__(self):
         self.tape = None       # the recording gradient tape: push(op, operands, ...)
         self.reuse = None      # during a backward pass: operands already laid out, by id
         self.tracer = None     # mt.compile's recording executor: call(...), collective(...)
         self.counters = []     # CommDebugModes: add(collective, mesh_dim, shape, dtype, bytes)
+        self.region = ""       # the named region of the program (debug.region) now running
 
 
 active = Modes()

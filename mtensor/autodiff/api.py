@@ -13,7 +13,7 @@ import functools
 
 import numpy as np
 
-from .. import modes
+from .. import dispatch, modes
 from ..comm import guard
 from ..dtensor import DTensor
 from ..placement import Partial, reduced
@@ -34,7 +34,8 @@ def _backward(recorded, value, leaves):
     """Each leaf's gradient, laid out like the leaf.  A gradient is complete once the reverse
     walk passes the leaf's first use, and is laid out right then (as DDP's hooks fire when a
     gradient is ready): its data-parallel all-reduce then comes while the rest of the backward
-    is still to run, which a compiled step overlaps with that compute."""
+    is still to run, which a compiled step overlaps with that compute.  Each op's gradient
+    runs in the ``debug.region`` the op ran in, so its collectives are billed there."""
     entries, first_use = recorded.entries, {}
     for i, entry in enumerate(entries):
         for o in entry.operands:
@@ -42,11 +43,15 @@ def _backward(recorded, value, leaves):
     complete_at = {}
     for leaf in leaves:
         complete_at.setdefault(first_use.get(id(leaf), -1), []).append(leaf)
-    grads, done = {id(value): np.ones_like(value)}, {}
-    for i in reversed(range(len(entries))):
-        _accumulate(entries[i], grads, recorded.tracked)
-        for leaf in complete_at.get(i, ()):
-            done[id(leaf)] = _gradient(leaf, grads)
+    grads, done, outer = {id(value): np.ones_like(value)}, {}, modes.active.region
+    try:
+        for i in reversed(range(len(entries))):
+            modes.active.region = entries[i].region
+            _accumulate(entries[i], grads, recorded.tracked)
+            for leaf in complete_at.get(i, ()):
+                done[id(leaf)] = _gradient(leaf, grads)
+    finally:
+        modes.active.region = outer
     for leaf in complete_at.get(-1, ()):
         done[id(leaf)] = _gradient(leaf, grads)
     return done
@@ -104,6 +109,16 @@ def grad(fn, argnums=0, has_aux=False):
         value, grads = both(*args, **kwargs)
         return (grads, value[1]) if has_aux else grads
     return run
+
+
+def stop_gradient(x):
+    """``x``'s value as a constant of the differentiated function (JAX's
+    ``lax.stop_gradient``): the backward pass sends nothing through it.  E.g. the shift of a
+    log-sum-exp, ``m = mt.stop_gradient(z.max(axis=-1, keepdims=True))``, whose true
+    contribution to the gradient is zero.  A copy, laid out as ``x`` is."""
+    if type(x) is not DTensor:
+        return np.array(x)
+    return dispatch.dispatch("stop_gradient", (x,), ())
 
 
 def _check_value(value):

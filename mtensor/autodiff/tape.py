@@ -17,7 +17,7 @@ from .. import modes
 # op name -> vjp(j, cotangent, output, operands, params): the cotangent of operand j
 VJPS: Dict[str, tuple] = {}
 ZERO_DERIVATIVE = {"floor", "ceil", "rint", "trunc", "sign", "floor_divide", "argmax",
-                   "argmin", "heaviside", "spacing"}
+                   "argmin", "heaviside", "spacing", "stop_gradient"}
 
 
 @dataclass
@@ -27,6 +27,7 @@ class Entry:
     values: tuple        # as the op used them (same values, maybe another layout)
     params: tuple
     outputs: Tuple
+    region: str          # the debug.region it ran in: its gradient runs there too
 
 
 class Tape:
@@ -53,7 +54,7 @@ class Tape:
             tracked.add(id(o))
         operands = tuple(operands)
         self.entries.append(Entry(name, operands, operands if values is None
-                                  else tuple(values), params, outputs))
+                                  else tuple(values), params, outputs, modes.active.region))
 
 
 def start(leaves) -> Tape:

@@ -2,7 +2,8 @@
 
 An active mode sits in ``modes.active.counters``; the executors call
 ``modes.count_collective`` right after each collective returns (one list check while no
-mode is active).
+mode is active).  Each record keeps the ``debug.region`` it ran in and its phase: forward,
+or backward while a gradient pass runs.
 """
 from __future__ import annotations
 
@@ -21,6 +22,8 @@ class CommRecord:
     shape: Tuple[int, ...]
     dtype: str
     bytes: int
+    region: str = ""
+    phase: str = "forward"
 
 
 class CommDebugMode:
@@ -38,7 +41,9 @@ class CommDebugMode:
         modes.active.counters.remove(self)
 
     def add(self, collective: str, mesh_dim: int, shape, dtype, nbytes: int) -> None:
-        self.log.append(CommRecord(collective, mesh_dim, tuple(shape), str(dtype), int(nbytes)))
+        phase = "forward" if modes.active.reuse is None else "backward"
+        self.log.append(CommRecord(collective, mesh_dim, tuple(shape), str(dtype), int(nbytes),
+                                   modes.active.region, phase))
 
     def get_total_counts(self) -> int:
         return len(self.log)
@@ -56,3 +61,11 @@ class CommDebugMode:
 
     def get_total_bytes(self) -> int:
         return sum(r.bytes for r in self.log)
+
+    def get_counts_by_region(self) -> Dict[Tuple[str, str], Dict[Tuple[str, int], int]]:
+        """``{(region, phase): {(collective, mesh_dim): calls}}``, e.g.
+        ``{("block0/mlp", "backward"): {("all_reduce", 1): 1}}``."""
+        out: Dict[Tuple[str, str], Counter] = {}
+        for r in self.log:
+            out.setdefault((r.region, r.phase), Counter())[(r.collective, r.mesh_dim)] += 1
+        return {k: dict(v) for k, v in out.items()}

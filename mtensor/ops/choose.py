@@ -2,8 +2,9 @@
 
 Each candidate is priced by what it costs to bring every operand to the placements it wants
 (``CostModel.change_time`` on the operand's current block), so a candidate that needs no
-communication costs nothing and wins.  Ties go to the choice that relabels fewer operands, then
-to the earlier choice in the rule's list, so every rank decides alike.  Mesh dims are decided one after another; a choice on one mesh dim
+communication costs nothing and wins.  A choice that splits the output where no operand is split comes
+last; ties go to the choice that relabels fewer operands, then to a whole output over
+partial terms, then to the earlier choice in the rule's list, so every rank decides alike.  Mesh dims are decided one after another; a choice on one mesh dim
 does not change what another costs, because each rule is written for one mesh dim.
 """
 from __future__ import annotations
@@ -12,7 +13,7 @@ import math
 from functools import lru_cache
 from typing import List, Tuple
 
-from ..placement import Partial, max_local_shape
+from ..placement import Partial, Shard, max_local_shape
 from .registry import Choice, OpCall
 
 
@@ -22,20 +23,32 @@ def _change_cost(placements, mesh_dim, want, shape, mesh_shape, itemsize, model)
     return model.change_time(placements[mesh_dim], want, mesh_dim, mesh_shape[mesh_dim], block)
 
 
-def _price(call: OpCall, mesh_dim: int, choice: Choice, model) -> Tuple[float, int]:
-    """(predicted seconds, operands relabelled): on a tie, fewer changed placements win, so a
-    size-1 mesh dim (where every change is free) keeps the operands' layout."""
+def _price(call: OpCall, mesh_dim: int, choice: Choice, model) -> Tuple:
+    """(introduces a split, predicted seconds, operands relabelled, leaves partial terms).
+
+    A choice that splits the output along a mesh dim where no operand is split comes last:
+    undoing that split costs the all-gather that the greedy price does not see (a reduce-
+    scatter of partial terms is cheaper than an all-reduce now, and dearer once gathered
+    again).  On equal prices fewer changed placements win, so a size-1 mesh dim (where every
+    change is free) keeps the operands' layout; then a whole value beats partial terms.  An
+    operand that is an earlier one again (``x * x``) is priced once: its block moves once."""
     cost = 0.0
     moved = 0  # pragma: no mutate
-    for operand, want in zip(call.operands, choice.inputs):
+    split = isinstance(choice.output, Shard)
+    aliases = call.aliases
+    for j, (operand, want) in enumerate(zip(call.operands, choice.inputs)):
         if operand.placements is None:
             if isinstance(want, Partial):
-                return math.inf, 0  # pragma: no mutate  (a constant cannot be partial terms)
+                return True, math.inf, 0, 0  # pragma: no mutate  (a constant cannot be partial terms)
+            continue
+        have = operand.placements[mesh_dim]
+        split = split and not isinstance(have, Shard)
+        if aliases and j and aliases[j - 1] >= 0 and choice.inputs[aliases[j - 1]] == want:
             continue
         cost += _change_cost(operand.placements, mesh_dim, want, operand.shape,
                              call.mesh_shape, operand.dtype.itemsize, model)
-        moved += operand.placements[mesh_dim] != want
-    return cost, moved
+        moved += have != want
+    return split, cost, moved, isinstance(choice.output, Partial)
 
 
 def choose(call: OpCall, choices, model, into=None):
@@ -45,7 +58,7 @@ def choose(call: OpCall, choices, model, into=None):
     wanted: List[list] = [[] for _ in call.operands]
     output, total = [], 0.0
     for mesh_dim in range(len(call.mesh_shape)):
-        best, best_cost = None, (math.inf, 0)
+        best, best_cost = None, (True, math.inf, 0, 0)
         for choice in choices:
             if into is not None and choice.output != into[mesh_dim]:
                 continue
@@ -60,5 +73,5 @@ def choose(call: OpCall, choices, model, into=None):
         for j, want in enumerate(best.inputs):
             wanted[j].append(want)
         output.append(best.output)
-        total += best_cost[0]
+        total += best_cost[1]
     return tuple(tuple(w) for w in wanted), tuple(output), total

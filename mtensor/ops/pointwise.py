@@ -160,7 +160,7 @@ def astype_rule(call: OpCall) -> Strategy:
                     kernel=lambda a: a.astype(dtype))
 
 
-@register("copy")
+@register("copy", "stop_gradient")
 def copy_rule(call: OpCall) -> Strategy:
     shape = call.operands[0].shape
     return Strategy(shape, pointwise_choices(call, shape, PARTIAL_ALGEBRA["positive"]),

@@ -48,6 +48,7 @@ class OpCall:
     operands: Tuple[Operand, ...]
     params: tuple
     mesh_shape: Shape
+    aliases: Tuple[int, ...] = ()   # per operand from the second: the earlier index it is, or -1
 
     def describe(self) -> str:
         """``name`` with each operand's shape and placements, for error messages."""

@@ -22,6 +22,7 @@ class Tracer:
         self.values = []        # slot -> value seen while tracing
         self.consts = {}        # slot -> constant value
         self._slot_of = {}      # id(array) -> its latest slot
+        self._inputs = set()    # ids of the arguments' blocks
 
     def _new(self, value) -> int:
         slot = len(self.values)
@@ -31,7 +32,11 @@ class Tracer:
         return slot
 
     def input(self, value) -> int:
+        self._inputs.add(id(value))
         return self._new(value)
+
+    def is_input(self, value) -> bool:
+        return id(value) in self._inputs
 
     def ref(self, value) -> int:
         """The slot of a value an op reads: recorded before, or a new constant."""

@@ -83,9 +83,10 @@ def _mlp_numpy_grads(p, x, t):
 
 @pytest.mark.mpi
 def test_megatron_mlp_gradients_and_backward_collectives():
-    """dp x tp: X batch-sharded, A column-, B row-parallel.  The backward runs what Megatron
-    places by hand: on tp one all-reduce of block 2's input gradient (block 1's input is
-    data) and the all-gather that undoes the loss's forward reduce-scatter; on dp one
+    """dp x tp: X batch-sharded, A column-, B row-parallel.  Both passes run what Megatron
+    places by hand: forward, one all-reduce on tp per block (the loss reads block 2's whole
+    output, never a split of it that the backward would gather again); backward, on tp one
+    all-reduce of block 2's input gradient (block 1's input is data), and on dp one
     all-reduce per weight gradient, each as soon as that gradient is complete."""
     n = WORLD.size
     if n not in (4, 8):
@@ -107,12 +108,54 @@ def test_megatron_mlp_gradients_and_backward_collectives():
         assert np.allclose(grads[k].full_tensor(), want[k], rtol=1e-10, atol=1e-12)
     assert np.isclose(float(value), ((np.tanh(np.tanh(x @ p["a1"]) @ p["b1"] @ p["a2"]) @ p["b2"] - t) ** 2).mean())
     runs = [(e.collective, e.mesh_dim) for e in comm.log]
-    forward = [("all_reduce", 1), ("reduce_scatter", 1)]
+    forward = [("all_reduce", 1), ("all_reduce", 1)]
     # each weight's dp all-reduce runs as soon as its gradient is complete (b2, a2, then
     # block 1's after the tp all-reduce of its input gradient), as DDP's hooks order them
-    backward = ([("all_gather", 1)] + [("all_reduce", 0)] * 2 + [("all_reduce", 1)]
-                + [("all_reduce", 0)] * 2)
+    backward = [("all_reduce", 0)] * 2 + [("all_reduce", 1)] + [("all_reduce", 0)] * 2
     assert runs == forward + backward, runs
+
+
+@pytest.mark.mpi
+def test_comm_regions_bill_each_backward_collective_to_its_forward_region():
+    """``mt.debug.region`` names the blocks; CommDebugMode bills each collective to the
+    region whose op ran it, the backward's to the region of the op it differentiates."""
+    n = WORLD.size
+    if n not in (4, 8):
+        pytest.skip("a (2, n/2) dp x tp mesh needs 4 or 8 ranks")
+    mesh = mt.init_device_mesh((2, n // 2), mesh_dim_names=("dp", "tp"))
+    rng = np.random.default_rng(1)
+    col, row = [Replicate(), Shard(1)], [Replicate(), Shard(0)]
+    P = {k: mt.distribute_tensor(rng.standard_normal(s) / 4, mesh, col if k[0] == "a" else row)
+         for k, s in [("a1", (16, 32)), ("b1", (32, 16)), ("a2", (16, 32)), ("b2", (32, 16))]}
+    X, T = (mt.distribute_tensor(rng.standard_normal((8, 16)), mesh, [Shard(0), Replicate()])
+            for _ in range(2))
+
+    def loss(p, x, t):
+        for i in "12":
+            with mt.debug.region(f"block{i}"):
+                x = np.tanh(x @ p["a" + i]) @ p["b" + i]
+        with mt.debug.region("loss"):
+            return ((x - t) ** 2).mean()
+    with mt.CommDebugMode() as comm:
+        mt.value_and_grad(loss)(P, X, T)
+    # the tp all-reduce between the blocks runs, forward, in block 2 (which reads block 1's
+    # output whole) and, backward, in block 1 (whose product needs that cotangent whole)
+    assert comm.get_counts_by_region() == {
+        ("block2", "forward"): {("all_reduce", 1): 1},
+        ("loss", "forward"): {("all_reduce", 1): 1},
+        ("block2", "backward"): {("all_reduce", 0): 2},
+        ("block1", "backward"): {("all_reduce", 1): 1, ("all_reduce", 0): 2}}
+
+
+@pytest.mark.mpi
+def test_stop_gradient_passes_the_value_and_no_gradient(mesh):
+    w0 = np.random.default_rng(2).standard_normal((6, 4))
+    w = mt.distribute_tensor(w0, mesh, [Shard(0)] + [Replicate()] * (mesh.ndim - 1))
+    value, g = mt.value_and_grad(lambda w: (mt.stop_gradient(w) * w * w).sum())(w)
+    assert np.isclose(float(value), (w0 ** 3).sum())
+    assert np.allclose(g.full_tensor(), 2 * w0 * w0)   # d/dw of c * w^2, c = w held fixed
+    assert mt.stop_gradient(w).placements == w.placements
+    assert np.array_equal(mt.stop_gradient(w0), w0)
 
 
 @pytest.mark.mpi

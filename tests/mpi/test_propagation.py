@@ -88,6 +88,33 @@ def test_partial_algebra_keeps_partials_and_reduces_before_nonlinear_ops():
 
 
 @pytest.mark.mpi
+def test_partial_terms_are_reduced_once_for_every_later_use():
+    """A layer norm of partial terms (a row-parallel product's output): one all-reduce, as
+    Megatron places it.  The centred value is reduced where the square needs it whole (the
+    square's two uses of it move once), and every later read finds it reduced; a nonlinear
+    op never leaves a new split behind (an all-reduce, not a reduce-scatter)."""
+    mesh = _mlp_mesh()
+    h, b = random_array((8, 32), seed=8), random_array((32, 16), seed=9)
+    H = mt.distribute_tensor(h, mesh, [S0, S1])
+    B = mt.distribute_tensor(b, mesh, [R, S0])
+    with mt.CommDebugMode() as comm:
+        y = H @ B
+        xc = y - y.mean(axis=-1, keepdims=True)
+        out = xc / np.sqrt((xc * xc).mean(axis=-1, keepdims=True) + 1e-5)
+    tp = mesh.shape[1] > 1
+    assert [(r.collective, r.mesh_dim) for r in comm.log] == [("all_reduce", 1)] * tp
+    if tp:   # on a size-1 mesh dim every label is free and the partial one stays
+        assert out.placements == xc.placements == (S0, R)
+    yn = h @ b - (h @ b).mean(axis=-1, keepdims=True)
+    assert np.allclose(out.full_tensor(), yn / np.sqrt((yn * yn).mean(-1, keepdims=True) + 1e-5))
+    # an in-place op's target keeps its layout: the reduced block is not kept there
+    z = H @ B
+    z **= 3
+    assert z.placements == (S0, Partial())
+    assert np.allclose(z.full_tensor(), (h @ b) ** 3)
+
+
+@pytest.mark.mpi
 def test_numpy_values_mix_in_as_replicated():
     mesh = mt.init_device_mesh((WORLD.size,))
     x, row = random_array((7, 3), seed=8), random_array((3,), seed=9)

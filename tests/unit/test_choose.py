@@ -102,6 +102,34 @@ def test_into_restricts_the_output():
     assert choose(call, choices, UNIT, into=(S0, S1))[1] == (S0, S1)
 
 
+def test_a_new_split_comes_after_every_whole_or_partial_output():
+    # (8, 16) f8 P on 4 ranks (a 1 KiB block): an all-reduce (1 + 1536) beats nothing in
+    # price next to a reduce-scatter (1 + 768), but the split it leaves would be gathered
+    # again (1 + 768 more): a nonlinear op on partial terms reduces them whole
+    call = call_of(((8, 16), "f8", (P,)))
+    choices = [Choice((S0,), S0), Choice((R,), R)]
+    assert choose(call, choices, UNIT) == (((R,),), (R,), 1537.0)
+    # where an operand is split on that mesh dim already, its split is no new one: cheapest wins
+    call = call_of(((8, 16), "f8", (P,)), ((8, 16), "f8", (S0,)))
+    choices = [Choice((R, R), R), Choice((S0, S0), S0)]
+    assert choose(call, choices, UNIT) == (((S0,), (S0,)), (S0,), 769.0)
+    # and a new split is still taken when it is the only choice
+    call = call_of(((8, 16), "f8", (P,)))
+    assert choose(call, [Choice((S0,), S0)], UNIT)[1] == (S0,)
+
+
+def test_an_operand_used_twice_moves_once_and_whole_beats_partial_on_a_tie():
+    # x * x with x (8, 16) f8 P: reducing both uses is one all-reduce of x (the same
+    # block), the same price as reducing one use and keeping partial terms (P * R is
+    # linear): the whole output wins the tie, so the square's result needs no reduction
+    x = ((8, 16), "f8", (P,))
+    choices = [Choice((P, R), P), Choice((R, R), R)]
+    twice = OpCall("multiply", call_of(x, x).operands, (), (4,), aliases=(0,))
+    assert choose(twice, choices, UNIT) == (((R,), (R,)), (R,), 1537.0)
+    # two different operands with the same layout: both move, so the cheaper P * R wins
+    assert choose(call_of(x, x), choices, UNIT) == (((P,), (R,)), (P,), 1537.0)
+
+
 def _largest_block(shape, mesh, placements):
     """Brute force: the block at coordinate 0 cut by np.array_split, mesh dim 0 first."""
     index = [np.arange(s) for s in shape]
@@ -126,11 +154,13 @@ def _brute(call, choices, model, into):
                 block = _largest_block(o.shape, call.mesh_shape, o.placements) * o.dtype.itemsize
                 cost += model.change_time(o.placements[i], want, i, n, block)
                 moved += o.placements[i] != want
+            split = isinstance(ch.output, Shard) and not any(
+                isinstance(o.placements[i], Shard) for o in call.operands if o.placements)
             if cost < math.inf:
-                priced.append((cost, moved, k))
+                priced.append((split, cost, moved, isinstance(ch.output, Partial), k))
         if not priced:
             return None
-        cost, _, k = min(priced)
+        _, cost, _, _, k = min(priced)
         for j, w in enumerate(choices[k].inputs):
             wanted[j].append(w)
         output.append(choices[k].output)
