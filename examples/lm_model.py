@@ -37,12 +37,16 @@ def layouts(layers):
     return out
 
 
+def check_sizes(d_model, heads):
+    if heads < 1 or d_model % heads:
+        raise ValueError(f"--d-model {d_model} is not a multiple of --heads {heads}")
+
+
 def init_params(mesh, layers, d_model, heads, seq, seed=0):
     """GPT-2's initialisation (normal(0, 0.02), output projections scaled by 1/sqrt(2L)) as
     numpy arrays, distributed on ``mesh`` unless it is None.  Every rank draws the same
     values from ``seed`` and cuts its own block."""
-    if d_model % heads:
-        raise ValueError(f"--d-model {d_model} is not a multiple of --heads {heads}")
+    check_sizes(d_model, heads)
     rng, hd, std = np.random.default_rng(seed), d_model // heads, 0.02
     out_std = std / math.sqrt(2 * layers)
     p = {"wte": rng.normal(0, std, (VOCAB, d_model)), "wpe": rng.normal(0, std, (seq, d_model)),
@@ -114,7 +118,10 @@ def hidden(params, x):
 
 
 def logits(params, x):
-    return hidden(params, x) @ params["head"]
+    """(batch, seq, 256) next-byte logits, split over the vocabulary on a mesh."""
+    h = hidden(params, x)
+    with region("head"):
+        return h @ params["head"]
 
 
 def loss(params, x, y):

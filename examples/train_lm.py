@@ -1,0 +1,197 @@
+"""Train a byte-level GPT on Python's own standard library, data x tensor parallel.
+
+    mpirun -n 8 python examples/train_lm.py                  # mesh 2x4 (dp x tp)
+    mpirun -n 4 python examples/train_lm.py --mesh 2x2 --compile --explain
+    python examples/train_lm.py --steps 50 --layers 1         # one process
+
+The corpus exists offline on every machine: eight modules of the running Python's standard
+library, read from ``sysconfig.get_paths()["stdlib"]``.  Seven train (``TRAIN_FILES``:
+argparse, difflib, functools, heapq, inspect, statistics, textwrap; 436,075 bytes on
+CPython 3.11.7), and one the model never sees in training holds out (``fractions.py``,
+28,667 bytes there).  Bytes are tokens (vocabulary 256).  Step k's batch is ``--batch``
+windows of ``--seq`` + 1 bytes at offsets drawn from ``numpy.random.default_rng([0, k])``,
+the same on every mesh.
+
+The model (``lm_model.py``): token and position embeddings, ``--layers`` pre-LayerNorm
+blocks of causal multi-head attention and a GELU MLP, a final LayerNorm and the LM head,
+trained with Adam on the mean cross-entropy.  Only the parameters carry layouts, Megatron's
+on "tp" (attention split by heads, MLP column/row, embedding and head split over the
+vocabulary), and the batch is split over "dp"; mtensor places every collective.  ``--explain``
+prints one step's bill per block: one all-reduce on tp in each attention and each MLP,
+forward and backward, the loss's two all-reduces of one value per token, and one dp
+all-reduce per gradient.
+
+Output: rank 0 draws a progress bar with the loss and tokens/s; the end prints the held-out
+loss in bits per byte (the first 64 windows of ``fractions.py``), the checksum (the sum of
+every step's loss, 12 significant digits, the same on every mesh) and a short sample of
+generated text.  ``--print-losses`` prints ``loss <step> <value>`` for every step.
+"""
+import argparse
+import math
+import os
+import sysconfig
+import time
+
+import numpy as np
+from mpi4py import MPI
+from tqdm import tqdm
+
+import mtensor as mt
+from mtensor import Replicate, Shard
+import lm_model as lm
+from train import default_mesh, mesh_shape
+
+TRAIN_FILES = ("argparse.py", "difflib.py", "functools.py", "heapq.py", "inspect.py",
+               "statistics.py", "textwrap.py")
+HELD_OUT_FILE = "fractions.py"
+HELD_OUT_WINDOWS = 64
+DATA = [Shard(0), Shard(2)]        # (batch, seq, byte) one-hot: batch on dp, bytes on tp
+
+
+def read_corpus():
+    """(training bytes, held-out bytes) as uint8 arrays, from the standard library."""
+    root = sysconfig.get_paths()["stdlib"]
+
+    def read(name):
+        with open(os.path.join(root, name), "rb") as f:
+            return f.read()
+    train = b"".join(read(name) for name in TRAIN_FILES)
+    return np.frombuffer(train, np.uint8), np.frombuffer(read(HELD_OUT_FILE), np.uint8)
+
+
+def windows(data, starts, seq):
+    return np.stack([data[s:s + seq + 1] for s in starts])
+
+
+def batch_ids(data, step, batch, seq):
+    """Step ``step``'s (batch, seq + 1) windows of the training bytes."""
+    rng = np.random.default_rng([0, step])
+    return windows(data, rng.integers(0, len(data) - seq - 1, batch), seq)
+
+
+def one_hot(ids, mesh, placements=DATA):
+    """(inputs, next bytes) one-hot as DTensors; every rank cuts its own block."""
+    eye = np.eye(lm.VOCAB)
+    return (mt.distribute_tensor(eye[ids[:, :-1]], mesh, placements, src_data_rank=None),
+            mt.distribute_tensor(eye[ids[:, 1:]], mesh, placements, src_data_rank=None))
+
+
+def held_out_bits(params, data, mesh, seq, batch):
+    """Mean cross-entropy in bits per byte over the first windows of the held-out file."""
+    starts = np.arange(min(HELD_OUT_WINDOWS, (len(data) - 1) // seq)) * seq
+    total = 0.0
+    for i in range(0, len(starts), batch):
+        chunk = starts[i:i + batch]
+        total += float(lm.loss(params, *one_hot(windows(data, chunk, seq), mesh))) * len(chunk)
+    return total / len(starts) / math.log(2)
+
+
+def sample(params, mesh, prompt, chars, seq, seed=0):
+    """``prompt`` continued by ``chars`` bytes drawn at temperature 0.8 (the same draws on
+    every rank, from ``seed``)."""
+    rng, out = np.random.default_rng(seed), list(prompt.encode())
+    for _ in range(chars):
+        context = np.array([out[-seq:]])
+        x = mt.distribute_tensor(np.eye(lm.VOCAB)[context], mesh, [Replicate(), Shard(2)],
+                                 src_data_rank=None)
+        z = lm.logits(params, x)[0, -1].full_tensor() / 0.8
+        p = np.exp(z - z.max())
+        out.append(int(rng.choice(lm.VOCAB, p=p / p.sum())))
+    return bytes(out).decode("utf-8", errors="replace")
+
+
+def bill(comm, mesh):
+    """One step's collectives per region and phase, as rows of text."""
+    names = mesh.mesh_dim_names
+    rows = [f"{'region':<22}{'phase':<10}collectives (calls x name on mesh dim), bytes"]
+    by_key = {}
+    for r in comm.log:
+        by_key.setdefault((r.region or "(outside)", r.phase), []).append(r)
+    for (region, phase), records in by_key.items():
+        counts = {}
+        for r in records:
+            key = f"{r.collective}@{names[r.mesh_dim] if r.mesh_dim >= 0 else 'mesh'}"
+            counts[key] = counts.get(key, 0) + 1
+        text = ", ".join(f"{n} x {k}" for k, n in counts.items())
+        rows.append(f"{region:<22}{phase:<10}{text}, {sum(r.bytes for r in records):,} B")
+    return rows
+
+
+def parse_args():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--mesh", metavar="DPxTP",
+                        help="mesh dp x tp, e.g. 2x4; one number N means Nx1 "
+                             "(default: 1x1, 1x2, 2x2, 2x4 for 1, 2, 4, 8 ranks)")
+    parser.add_argument("--steps", type=int, default=200)
+    parser.add_argument("--layers", type=int, default=2)
+    parser.add_argument("--d-model", type=int, default=64)
+    parser.add_argument("--heads", type=int, default=4)
+    parser.add_argument("--seq", type=int, default=64)
+    parser.add_argument("--batch", type=int, default=16, help="global batch (windows)")
+    parser.add_argument("--lr", type=float, default=3e-3)
+    parser.add_argument("--compile", action="store_true", help="run the step through mt.compile")
+    parser.add_argument("--explain", action="store_true",
+                        help="print one step's collectives per block before training")
+    parser.add_argument("--sample", type=int, default=80, metavar="N",
+                        help="bytes of text to generate at the end (0: none)")
+    parser.add_argument("--print-losses", action="store_true",
+                        help="print 'loss <step> <value>' for every step (rank 0)")
+    args = parser.parse_args()
+    if args.steps < 1:
+        parser.error(f"--steps {args.steps}: train at least one step")
+    return args
+
+
+def main():
+    args = parse_args()
+    world = MPI.COMM_WORLD
+    try:
+        shape = mesh_shape(args.mesh, world.size)
+        lm.check_sizes(args.d_model, args.heads)
+    except ValueError as err:  # said once, by rank 0; every rank exits with status 1
+        example = "x".join(map(str, default_mesh(world.size)))
+        raise SystemExit(f"train_lm.py: {err}; e.g. --mesh {example}" if world.rank == 0 else 1)
+    mesh = mt.init_device_mesh(shape, mesh_dim_names=("dp", "tp"))
+    train, held_out = read_corpus()
+    params = lm.init_params(mesh, args.layers, args.d_model, args.heads, args.seq)
+    state = mt.optim.adam_init(params)
+    loss_and_grads = mt.value_and_grad(lm.loss)
+
+    def train_step(params, state, x, y):
+        loss, grads = loss_and_grads(params, x, y)
+        mt.optim.adam(params, grads, state, lr=args.lr)
+        return loss
+
+    if args.explain:
+        with mt.CommDebugMode() as comm:
+            loss_and_grads(params, *one_hot(batch_ids(train, 0, args.batch, args.seq), mesh))
+        if world.rank == 0:
+            print(f"one step's collectives on mesh {shape} (dp x tp), rank 0:")
+            print("\n".join(bill(comm, mesh)))
+    step = mt.compile(train_step) if args.compile else train_step
+    losses = []
+    bar = tqdm(range(args.steps), disable=world.rank != 0, unit="step", mininterval=0.5)
+    start = time.perf_counter()
+    for i in bar:
+        x, y = one_hot(batch_ids(train, i, args.batch, args.seq), mesh)
+        losses.append(float(step(params, state, x, y)))
+        rate = (i + 1) * args.batch * args.seq / (time.perf_counter() - start)
+        bar.set_postfix(loss=f"{losses[-1]:.4f}", refresh=False, tokens_s=f"{rate:.0f}")
+    bits = held_out_bits(params, held_out, mesh, args.seq, args.batch)
+    text = sample(params, mesh, "def ", args.sample, args.seq) if args.sample else ""
+    if world.rank == 0:
+        if args.print_losses:
+            for i, value in enumerate(losses):
+                print(f"loss {i + 1} {value:.17g}")
+        mode = "compiled" if args.compile else "eager"
+        print(f"mesh {shape} (dp x tp), {mode}, {args.steps} steps of {args.batch} x "
+              f"{args.seq} bytes: loss {losses[0]:.4f} -> {losses[-1]:.4f}, "
+              f"{rate:.0f} tokens/s")
+        print(f"held-out {HELD_OUT_FILE}: {bits:.3f} bits per byte")
+        if text:
+            print(f"sample: {text!r}")
+        print(f"checksum {sum(losses):.11e}")  # 12 significant digits
+
+
+if __name__ == "__main__":
+    main()
