@@ -145,12 +145,15 @@ def parse_args():
 def main():
     args = parse_args()
     world = MPI.COMM_WORLD
+    example = "x".join(map(str, default_mesh(world.size)))
     try:
         shape = mesh_shape(args.mesh, world.size)
-        lm.check_sizes(args.d_model, args.heads)
     except ValueError as err:  # said once, by rank 0; every rank exits with status 1
-        example = "x".join(map(str, default_mesh(world.size)))
         raise SystemExit(f"train_lm.py: {err}; e.g. --mesh {example}" if world.rank == 0 else 1)
+    try:
+        lm.check_sizes(args.d_model, args.heads)
+    except ValueError as err:
+        raise SystemExit(f"train_lm.py: {err}" if world.rank == 0 else 1)
     mesh = mt.init_device_mesh(shape, mesh_dim_names=("dp", "tp"))
     train, held_out = read_corpus()
     params = lm.init_params(mesh, args.layers, args.d_model, args.heads, args.seq)
