@@ -81,7 +81,7 @@ def layer_norm(x, g, b, eps=1e-5):
 
 def gelu(x):
     """GPT-2's tanh approximation."""
-    return 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3)))
+    return 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * (x * x * x))))
 
 
 def attention(x, wq, wk, wv, wo):

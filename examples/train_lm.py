@@ -190,6 +190,8 @@ def main():
         print(f"mesh {shape} (dp x tp), {mode}, {args.steps} steps of {args.batch} x "
               f"{args.seq} bytes: loss {losses[0]:.4f} -> {losses[-1]:.4f}, "
               f"{rate:.0f} tokens/s")
+        if args.compile:
+            print(step.explain().summary)
         print(f"held-out {HELD_OUT_FILE}: {bits:.3f} bits per byte")
         if text:
             print(f"sample: {text!r}")

@@ -13,13 +13,20 @@ import math
 from functools import lru_cache
 from typing import List, Tuple
 
-from ..placement import Partial, Shard, max_local_shape
+from ..placement import Partial, Replicate, Shard, max_local_shape
 from .registry import Choice, OpCall
 
 
 @lru_cache(maxsize=8192)
 def _change_cost(placements, mesh_dim, want, shape, mesh_shape, itemsize, model) -> float:
+    """The change on one mesh dim, for the operand's largest block.  Cutting a whole block
+    (Replicate -> Shard) copies the block left once every mesh dim where the operand is
+    whole has cut it too (one copy does all the cuts): so priced, a replicated operand is
+    sliced, not the sharded ones gathered to meet it."""
     block = math.prod(max_local_shape(shape, mesh_shape, placements)) * itemsize
+    if isinstance(want, Shard) and placements[mesh_dim] == Replicate():
+        block //= math.prod(n for i, (n, p) in enumerate(zip(mesh_shape, placements))
+                            if i != mesh_dim and p == Replicate())
     return model.change_time(placements[mesh_dim], want, mesh_dim, mesh_shape[mesh_dim], block)
 
 

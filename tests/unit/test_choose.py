@@ -130,6 +130,17 @@ def test_an_operand_used_twice_moves_once_and_whole_beats_partial_on_a_tie():
     assert choose(call_of(x, x), choices, UNIT) == (((P,), (R,)), (P,), 1537.0)
 
 
+def test_a_whole_operand_is_cut_once_for_every_mesh_dim_that_cuts_it():
+    # x (8, 32) f8 [R, R] (2 KiB whole) meets y [S0, S1] (256 B blocks) on a (2, 4) mesh.
+    # Gathering y on dim 0 costs 1 + 1/2 * 512 = 257.  Cutting x there is one copy of what
+    # is left after both dims cut it: 2048 / 4 / 2 = 256, so x is cut (priced on dim 0 alone,
+    # 2048 / 2 = 1024, y would be gathered); dim 1 likewise: 256 against 1 + 3/4 * 1024
+    x, y = ((8, 32), "f8", (R, R)), ((8, 32), "f8", (S0, S1))
+    choices = [Choice((R, R), R), Choice((S0, S0), S0), Choice((S1, S1), S1)]
+    assert choose(call_of(x, y, mesh=(2, 4)), choices, UNIT) == (
+        ((S0, S1), (S0, S1)), (S0, S1), 512.0)
+
+
 def _largest_block(shape, mesh, placements):
     """Brute force: the block at coordinate 0 cut by np.array_split, mesh dim 0 first."""
     index = [np.arange(s) for s in shape]
@@ -152,6 +163,9 @@ def _brute(call, choices, model, into):
                     cost = math.inf if isinstance(want, Partial) else cost
                     continue
                 block = _largest_block(o.shape, call.mesh_shape, o.placements) * o.dtype.itemsize
+                if isinstance(want, Shard) and o.placements[i] == R:   # one copy cuts them all
+                    block //= math.prod(m for k, m in enumerate(call.mesh_shape)
+                                        if k != i and o.placements[k] == R)
                 cost += model.change_time(o.placements[i], want, i, n, block)
                 moved += o.placements[i] != want
             split = isinstance(ch.output, Shard) and not any(
