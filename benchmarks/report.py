@@ -212,11 +212,14 @@ MORE = [("compile", "mt.compile: a data-parallel step with many small gradients,
         ("guards", "What the reliability guards add per collective (`guards_cost.py`)"),
         ("writes", "Writes to a DTensor vs numpy on the local block (`writes.py`)"),
         ("checkpoint", "Checkpoints: save and load throughput (`checkpoint.py`)"),
-        ("checkpoint_large", "A larger checkpoint at the smallest rank count (`checkpoint.py`)")]
+        ("checkpoint_large", "A larger checkpoint at the smallest rank count (`checkpoint.py`)"),
+        ("lm", "Byte-level GPT step (examples/lm_model.py): mtensor eager and compiled vs the "
+               "hand-written Megatron step (`lm_step_vs_handwritten.py`, torch absent)"),
+        ("lm_torch", "The same with the PyTorch DTensor side (`lm_step_vs_handwritten.py`)")]
 
 
 def more_md(results):
-    out = ["## 6. mt.compile, guards, writes, checkpoints", ""]
+    out = ["## 6. mt.compile, guards, writes, checkpoints, the GPT step", ""]
     for key, title in MORE:
         out += [f"### {title}", ""]
         for n, r in results[key].items():
@@ -253,6 +256,12 @@ def more_headlines(results):
         out.append(f"- writes, {n} ranks: " + "; ".join(
             f"{label} {r['added_us']:+.1f} us ({r['ratio']:.2f}x numpy)"
             for label, r in w["rows"].items()))
+    for key in ("lm", "lm_torch"):
+        for n, c in numbers[key].items():
+            med, tokens = c["median_s"], c["batch"] * c["seq"]
+            out.append(f"- GPT step ({key}), {n} ranks {tuple(c['mesh'])}: " + ", ".join(
+                f"{side} {med[side] / med['hand']:.2f}x hand ({tokens / med[side]:.0f} "
+                f"tokens/s)" for side in ("mtensor", "compiled", "torch") if med.get(side)))
     for n, c in [*numbers["checkpoint"].items(), *numbers["checkpoint_large"].items()]:
         mine, gather = c["median_s"]["mtensor.checkpoint"], c["median_s"]["gather + np.save"]
         out.append(f"- checkpoint, {n} ranks, {c['mib']:.0f} MiB: save "

@@ -16,8 +16,9 @@ Launches, each under ``mpiexec`` with one BLAS/OpenMP thread per rank and a wall
 5. ``algorithms.py`` at each rank count: sort, cumsum, diff and TSQR of split arrays vs numpy
    on the whole array in one process;
 6. ``compile_dp.py`` (``mt.compile``'s buckets and replay cost), ``guards_cost.py`` (check
-   mode, timeout) and ``checkpoint.py`` at each rank count, ``writes.py`` and a larger
-   checkpoint at the smallest;
+   mode, timeout), ``checkpoint.py`` and ``lm_step_vs_handwritten.py`` (the byte-level GPT:
+   mtensor eager and compiled vs hand-written Megatron, then with torch DTensor) at each rank
+   count, ``writes.py`` and a larger checkpoint at the smallest;
 7. with ``--netbed`` (root, about 9 more minutes): ``netbed/run.py --no-async``, overlap over a
    rate-limited link between network namespaces (it writes ``netbed/RESULTS.md``; its table
    is copied in).
@@ -44,14 +45,16 @@ THREADS = {v: "1" for v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_
 # batch: the global batch of the strong runs and the batch per dp rank of the weak ones
 FULL = {"batch": "256", "train": ["--d", "512", "--reps", "15"], "dispatch": ["--reps", "40"],
         "collectives": [], "algorithms": [], "compile": [], "guards": [], "writes": [],
-        "checkpoint": ["--mib", "64"], "checkpoint_large": ["--mib", "256"]}
+        "checkpoint": ["--mib", "64"], "checkpoint_large": ["--mib", "256"],
+        "lm": ["--reps", "10"]}
 QUICK = {"batch": "16", "train": ["--d", "8", "--reps", "2"], "dispatch": ["--quick"],
          "collectives": ["--quick"],
          "algorithms": ["--log2n", "12", "--rows", "2048", "--cols", "8", "--reps", "1"],
          "compile": ["--params", "4", "--size", "64", "--reps", "2"], "guards": ["--reps", "2"],
          "writes": ["--reps", "2", "--n", "256"],
          "checkpoint": ["--mib", "1", "--reps", "1", "--warmup", "0"],
-         "checkpoint_large": ["--mib", "2", "--reps", "1", "--warmup", "0"]}
+         "checkpoint_large": ["--mib", "2", "--reps", "1", "--warmup", "0"],
+         "lm": ["--layers", "1", "--d-model", "32", "--seq", "16", "--batch", "4", "--reps", "2"]}
 
 
 def mpiexec():
@@ -160,6 +163,9 @@ def main():
             results["weak"][n] = strong
         else:
             results["weak"][n] = launch(n, train, ["--batch-per-dp", cfg["batch"], *cfg["train"]])
+    lm = "lm_step_vs_handwritten.py"
+    results["lm"] = {n: launch(n, lm, cfg["lm"], MTENSOR_BENCH_NO_TORCH="1") for n in ranks}
+    results["lm_torch"] = {n: launch(n, lm, cfg["lm"]) for n in ranks} if with_torch else {}
     for n in ranks:
         results["algorithms"][n] = launch(n, "algorithms.py", cfg["algorithms"])
     for key, script in (("compile", "compile_dp.py"), ("guards", "guards_cost.py"),

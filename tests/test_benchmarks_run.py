@@ -14,7 +14,8 @@ SECTIONS = ["## 1. Collectives", "## 2. Dispatch overhead", "## 3. Training step
             "## 4. Scaling", "## 5. numpy's algorithms on split arrays",
             "## 6. mt.compile, guards, writes, checkpoints", "### mt.compile", "How to reproduce",
             "- mt.compile, data-parallel step", "- guards, 2 ranks", "- writes, 2 ranks",
-            "- checkpoint, 2 ranks, 2 MiB", "## 7. Overlap on a rate-limited link"]
+            "- checkpoint, 2 ranks, 2 MiB", "- GPT step (lm), 2 ranks (1, 2): mtensor",
+            "### Byte-level GPT step", "## 7. Overlap on a rate-limited link"]
 
 
 def _has_matplotlib() -> bool:

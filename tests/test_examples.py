@@ -35,6 +35,15 @@ def test_train_step_benchmark_runs():
     assert abs(float(compiled[0].split()[2]) - mt_loss) < 1e-12
 
 
+@pytest.mark.parametrize("n", [1, 4])
+def test_lm_benchmark_hand_written_side_is_the_model(n):
+    """benchmarks/lm_handwritten.py's Megatron GPT (forward and backward by hand) against
+    numpy's loss and mtensor's gradients on every (dp, tp) grid of n ranks, with splits
+    that leave some ranks no heads or no batch rows."""
+    result = run_under_mpi(n, ["benchmarks/lm_handwritten.py", "--check"], timeout=120)
+    assert result.returncode == 0 and "check passed" in result.stdout, result.stdout
+
+
 def test_compile_benchmark_runs():
     result = run_under_mpi(2, ["benchmarks/compile_dp.py", "--params", "12", "--size", "16",
                                "--reps", "2"], timeout=120)
