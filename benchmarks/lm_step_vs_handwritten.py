@@ -153,9 +153,10 @@ def comm_cells(record):
             for cell in (str(sum(e["calls"].values())), f"{e['bytes'] / 1024:.1f}")]
 
 
-def report_lines(args, mesh, losses, med, comm_records):
+def report_lines(args, mesh, losses, med, comm_records, bill):
     """The markdown table: per side its loss, median step, ratio to hand-written, tokens/s
-    and, for the sides counted, the collectives of one step on rank 0 per group."""
+    and, for the sides counted, the collectives of one step on rank 0 per group; then
+    mtensor's eager step billed per block (``bill``: ``CommDebugMode.bill``)."""
     tokens = args.batch * args.seq
     lines = [f"{mesh.size()} ranks, mesh {tuple(mesh.shape)} (dp, tp); layers {args.layers}, "
              f"d_model {args.d_model}, heads {args.heads}, seq {args.seq}, batch {args.batch}, "
@@ -170,6 +171,7 @@ def report_lines(args, mesh, losses, med, comm_records):
                      + " |")
     lines += ["", "Collectives by kind (bytes: bus-bandwidth convention): " + "; ".join(
         f"{name} {format_kinds(record)}" for name, record in comm_records.items())]
+    lines += ["", "mtensor's eager step per block (rank 0):", "", "```", *bill.splitlines(), "```"]
     return lines
 
 
@@ -203,9 +205,12 @@ def main():
     losses = verify(sides, dparams, comm)
     comm_records = {"mtensor": mtensor_comm(sides["mtensor"]),
                     "compiled": mtensor_comm(sides["compiled"]), "hand": hand_comm(hand, ids)}
+    with mt.CommDebugMode() as mode:
+        sides["mtensor"]()
     med = time_sides(sides, args.reps, comm)
     if comm.rank == 0:
-        emit(args.json, report_lines(args, mesh, losses, med, comm_records),
+        emit(args.json, report_lines(args, mesh, losses, med, comm_records,
+                                     mode.bill(mesh.mesh_dim_names)),
              {"ranks": n, "mesh": list(mesh.shape), "layers": args.layers,
               "d_model": args.d_model, "heads": args.heads, "seq": args.seq,
               "batch": args.batch, "reps": args.reps,

@@ -100,23 +100,6 @@ def sample(params, mesh, prompt, chars, seq, seed=0):
     return bytes(out).decode("utf-8", errors="replace")
 
 
-def bill(comm, mesh):
-    """One step's collectives per region and phase, as rows of text."""
-    names = mesh.mesh_dim_names
-    rows = [f"{'region':<22}{'phase':<10}collectives (calls x name on mesh dim), bytes"]
-    by_key = {}
-    for r in comm.log:
-        by_key.setdefault((r.region or "(outside)", r.phase), []).append(r)
-    for (region, phase), records in by_key.items():
-        counts = {}
-        for r in records:
-            key = f"{r.collective}@{names[r.mesh_dim] if r.mesh_dim >= 0 else 'mesh'}"
-            counts[key] = counts.get(key, 0) + 1
-        text = ", ".join(f"{n} x {k}" for k, n in counts.items())
-        rows.append(f"{region:<22}{phase:<10}{text}, {sum(r.bytes for r in records):,} B")
-    return rows
-
-
 def parse_args():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mesh", metavar="DPxTP",
@@ -170,7 +153,7 @@ def main():
             loss_and_grads(params, *one_hot(batch_ids(train, 0, args.batch, args.seq), mesh))
         if world.rank == 0:
             print(f"one step's collectives on mesh {shape} (dp x tp), rank 0:")
-            print("\n".join(bill(comm, mesh)))
+            print(comm.bill(mesh.mesh_dim_names))
     step = mt.compile(train_step) if args.compile else train_step
     losses = []
     bar = tqdm(range(args.steps), disable=world.rank != 0, unit="step", mininterval=0.5)

@@ -62,6 +62,21 @@ class CommDebugMode:
     def get_total_bytes(self) -> int:
         return sum(r.bytes for r in self.log)
 
+    def bill(self, mesh_dim_names=()) -> str:
+        """A table, one row per (region, phase) in the order they first ran: the calls of each
+        collective per mesh dim (named by ``mesh_dim_names`` where given) and the bytes."""
+        rows: Dict[Tuple[str, str], list] = {}
+        for r in self.log:
+            rows.setdefault((r.region or "(outside)", r.phase), []).append(r)
+        names = dict(enumerate(mesh_dim_names))
+        lines = [f"{'region':<22}{'phase':<10}collectives (calls x name@mesh dim), bytes"]
+        for (region, phase), records in rows.items():
+            calls = Counter(f"{r.collective}@{names.get(r.mesh_dim, r.mesh_dim)}"
+                            if r.mesh_dim >= 0 else f"{r.collective}@mesh" for r in records)
+            text = ", ".join(f"{n} x {k}" for k, n in calls.items())
+            lines.append(f"{region:<22}{phase:<10}{text}, {sum(r.bytes for r in records):,} B")
+        return "\n".join(lines)
+
     def get_counts_by_region(self) -> Dict[Tuple[str, str], Dict[Tuple[str, int], int]]:
         """``{(region, phase): {(collective, mesh_dim): calls}}``, e.g.
         ``{("block0/mlp", "backward"): {("all_reduce", 1): 1}}``."""
