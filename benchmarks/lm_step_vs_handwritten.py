@@ -36,23 +36,12 @@ from mpi4py import MPI  # noqa: E402
 
 import mtensor as mt  # noqa: E402
 from lm_handwritten import lm_model, make_step, one_hot  # noqa: E402
+from mtensor_side import mtensor_side  # noqa: E402
 from tables import emit  # noqa: E402
 
 LOSS_RTOL, GRAD_RTOL = 1e-10, 1e-8
 SIDES = ("mtensor", "compiled", "hand", "torch")
 MESH_DIMS = {0: "dp", 1: "tp", -1: "mesh"}
-
-
-def make_mtensor_step(params, x, y, compiled=False):
-    """The eager (or compiled) mtensor step: () -> (loss, gradient DTensors)."""
-    step = mt.value_and_grad(lm_model.loss)
-    if compiled:
-        step = mt.compile(step)
-
-    def run():
-        value, grads = step(params, x, y)
-        return float(value), grads
-    return run
 
 
 def make_torch_side(params, mesh, ids):
@@ -196,8 +185,8 @@ def main():
     x, y = (mt.distribute_tensor(a, mesh, [mt.Shard(0), mt.Shard(2)], src_data_rank=None)
             for a in one_hot(ids))
     hand = make_step(params, *mesh.shape, comm)
-    sides = {"mtensor": make_mtensor_step(dparams, x, y),
-             "compiled": make_mtensor_step(dparams, x, y, compiled=True),
+    sides = {"mtensor": mtensor_side(lm_model.loss, (dparams, x, y)),
+             "compiled": mtensor_side(lm_model.loss, (dparams, x, y), compiled=True),
              "hand": lambda: hand(ids)}
     torch_side = make_torch_side(params, mesh, ids)
     if torch_side is not None:

@@ -22,6 +22,7 @@ from mpi4py import MPI
 
 import mtensor as mt
 from mtensor import Replicate, Shard
+from mtensor_side import mtensor_side
 
 
 def mlp_loss(params, x, t, tanh=np.tanh):
@@ -35,14 +36,7 @@ def make_mtensor_step(p, x, t, mesh, compiled=False):
     col, row = [Replicate(), Shard(1)], [Replicate(), Shard(0)]
     P = {k: mt.distribute_tensor(v, mesh, col if k[0] == "a" else row) for k, v in p.items()}
     X, T = (mt.distribute_tensor(v, mesh, [Shard(0), Replicate()]) for v in (x, t))
-    step = mt.value_and_grad(mlp_loss)
-    if compiled:
-        step = mt.compile(step)
-
-    def run():
-        value, grads = step(P, X, T)
-        return float(value), grads
-    return run
+    return mtensor_side(mlp_loss, (P, X, T), compiled)
 
 
 def make_hand_step(p, x, t, mesh):
