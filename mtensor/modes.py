@@ -4,7 +4,8 @@ Dispatch, the executors, views and writes call through these slots; the layers t
 the modes register into them: ``value_and_grad`` puts its tape in ``active.tape`` (and its
 memo of laid-out operands in ``active.reuse`` during the backward pass), ``mt.compile`` its
 tracer in ``active.tracer``, each ``CommDebugMode`` itself in ``active.counters``, and
-``debug.region`` the name of the region running in ``active.region``.  So a low
+``debug.region`` the name of the region running in ``active.region`` (and the gradient
+pass ``"backward"`` in ``active.phase`` while it runs).  So a low
 layer imports this module only, never the layer above that fills it.  (The check mode and
 the timeout are the communication layer's own: ``comm.guard``.)
 """
@@ -12,7 +13,7 @@ from __future__ import annotations
 
 
 class Modes:
-    __slots__ = ("tape", "reuse", "tracer", "counters", "region")
+    __slots__ = ("tape", "reuse", "tracer", "counters", "region", "phase")
 
     def __init__(self):
         self.tape = None       # the recording gradient tape: push(op, operands, ...)
@@ -20,6 +21,7 @@ class Modes:
         self.tracer = None     # mt.compile's recording executor: call(...), collective(...)
         self.counters = []     # CommDebugModes: add(collective, mesh_dim, shape, dtype, bytes)
         self.region = ""       # the named region of the program (debug.region) now running
+        self.phase = "forward"  # "backward" while value_and_grad's backward pass runs
 
 
 active = Modes()

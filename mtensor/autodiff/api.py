@@ -44,16 +44,18 @@ def _backward(recorded, value, leaves):
     for leaf in leaves:
         complete_at.setdefault(first_use.get(id(leaf), -1), []).append(leaf)
     grads, done, outer = {id(value): np.ones_like(value)}, {}, modes.active.region
+    modes.active.phase = "backward"
     try:
         for i in reversed(range(len(entries))):
             modes.active.region = entries[i].region
             _accumulate(entries[i], grads, recorded.tracked)
             for leaf in complete_at.get(i, ()):
                 done[id(leaf)] = _gradient(leaf, grads)
-    finally:
         modes.active.region = outer
-    for leaf in complete_at.get(-1, ()):
-        done[id(leaf)] = _gradient(leaf, grads)
+        for leaf in complete_at.get(-1, ()):
+            done[id(leaf)] = _gradient(leaf, grads)
+    finally:
+        modes.active.region, modes.active.phase = outer, "forward"
     return done
 
 

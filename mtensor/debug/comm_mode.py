@@ -3,7 +3,8 @@
 An active mode sits in ``modes.active.counters``; the executors call
 ``modes.count_collective`` right after each collective returns (one list check while no
 mode is active).  Each record keeps the ``debug.region`` it ran in and its phase: forward,
-or backward while a gradient pass runs.
+or backward while a gradient pass runs; a compiled step's replay reports each collective (or
+bucket: its first member's) with the region and phase it was traced in.
 """
 from __future__ import annotations
 
@@ -41,9 +42,8 @@ class CommDebugMode:
         modes.active.counters.remove(self)
 
     def add(self, collective: str, mesh_dim: int, shape, dtype, nbytes: int) -> None:
-        phase = "forward" if modes.active.reuse is None else "backward"
         self.log.append(CommRecord(collective, mesh_dim, tuple(shape), str(dtype), int(nbytes),
-                                   modes.active.region, phase))
+                                   modes.active.region, modes.active.phase))
 
     def get_total_counts(self) -> int:
         return len(self.log)

@@ -15,13 +15,13 @@ import math
 
 import numpy as np
 
-from .. import device
+from .. import device, modes
 
 
 class Bucket:
-    def __init__(self, members, ins, outs):
+    def __init__(self, members, ins, outs, where=("", "forward")):
         first = members[0]
-        self.members, self.ins, self.outs = members, ins, outs
+        self.members, self.ins, self.outs, self.where = members, ins, outs, where
         self.kind, self.group, self.op, self.dtype = first.kind, first.group, first.op, first.dtype
         self.run = first.run
         self.mesh, self.mesh_dim = first.mesh, first.mesh_dim
@@ -84,5 +84,11 @@ class Bucket:
             env[out] = m.finish(piece)
 
     def count(self) -> None:
-        """One entry in CommDebugMode for the whole bucket."""
-        self.members[0].count(self.nbytes)
+        """One entry in CommDebugMode for the whole bucket, in the region and phase its first
+        member was traced in."""
+        active = modes.active
+        outer, active.region, active.phase = (active.region, active.phase), *self.where
+        try:
+            self.members[0].count(self.nbytes)
+        finally:
+            active.region, active.phase = outer

@@ -27,7 +27,8 @@ class Replay:
         for slot, value in graph.consts.items():
             self.template[slot] = value
         self.buckets = [Bucket([nodes[m].fn for m in b], [nodes[m].ins[0] for m in b],
-                               [nodes[m].outs[0] for m in b]) for b in buckets]
+                               [nodes[m].outs[0] for m in b], nodes[b[0]].where)
+                        for b in buckets]
         kinds = {"start": _START, "wait": _WAIT, "run": _RUN}
         self.steps = [(_COMPUTE, (nodes[k].fn, nodes[k].ins, nodes[k].outs))
                       if what == "compute" else (kinds[what], k) for what, k in program]

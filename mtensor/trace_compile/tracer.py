@@ -12,6 +12,7 @@ from __future__ import annotations
 import time
 import numpy as np
 
+from .. import modes
 from ..device import is_block
 from .graph import Node
 
@@ -69,7 +70,8 @@ class Tracer:
         """Record a collective that just ran eagerly on ``local`` and gave ``out``."""
         ins = (self.ref(local),)
         self.nodes.append(Node("collective", collective.kind, collective, ins,
-                               (self._new(out),), seconds))
+                               (self._new(out),), seconds,
+                               where=(modes.active.region, modes.active.phase)))
 
 
 def _as_arrays(fn, nout: int):

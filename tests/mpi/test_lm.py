@@ -83,3 +83,26 @@ def test_loss_is_numpys_and_gradients_match_finite_differences():
         exact = float(np.sum(grads[name].full_tensor() * v))
         assert grads[name].placements == params[name].placements
         assert_all_ranks(abs(exact - numeric) < 1e-7 * max(1.0, abs(numeric)), name)
+
+
+@pytest.mark.mpi
+def test_a_compiled_step_bills_the_same_blocks_and_fuses_the_gradient_reductions():
+    """The replay reports each collective in the region and phase it was traced in: the tp
+    all-reduces block by block as eager runs them; the dp gradient all-reduces fused into
+    buckets (each billed to its first member's region), the same bytes in fewer calls."""
+    if WORLD.size not in (4, 8):
+        pytest.skip("a (2, n/2) dp x tp mesh needs 4 or 8 ranks")
+    params, x, y = _distributed(_mesh(), *_data())
+    eager, step = mt.value_and_grad(lm.loss), mt.compile(mt.value_and_grad(lm.loss))
+    step(params, x, y)
+    logs = []
+    for run in (eager, step):
+        with mt.CommDebugMode() as comm:
+            run(params, x, y)
+        logs.append(comm.log)
+    tp = [[(r.region, r.phase, r.collective) for r in log if r.mesh_dim == 1] for log in logs]
+    assert tp[0] == tp[1]
+    dp = [[r for r in log if r.mesh_dim == 0] for log in logs]
+    assert all(r.phase == "backward" for r in dp[1]) and 0 < len(dp[1]) < len(dp[0])
+    assert sum(r.bytes for r in dp[1]) == sum(r.bytes for r in dp[0])
+

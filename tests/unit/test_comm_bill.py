@@ -9,14 +9,14 @@ def _run(comm):
         comm.add("all_reduce", 1, (4, 8), "float64", 256)
         with region("mlp"):
             comm.add("all_reduce", 1, (4, 8), "float64", 256)
-    modes.active.reuse = {}          # what value_and_grad sets while its backward runs
+    modes.active.phase = "backward"  # what value_and_grad sets while its backward runs
     try:
         with region("block0"):
             comm.add("all_reduce", 0, (8,), "float64", 64)
             comm.add("all_reduce", 0, (8,), "float64", 64)
             comm.add("all_gather", 1, (8,), "float64", 32)
     finally:
-        modes.active.reuse = None
+        modes.active.phase = "forward"
     comm.add("broadcast", -1, (), "float64", 8)
 
 
