@@ -130,6 +130,20 @@ def test_an_operand_used_twice_moves_once_and_whole_beats_partial_on_a_tie():
     assert choose(call_of(x, x), choices, UNIT) == (((P,), (R,)), (P,), 1537.0)
 
 
+def test_an_operand_used_again_later_is_priced_once_per_layout_it_is_wanted_in():
+    x, z = ((8, 16), "f8", (P,)), ((8, 16), "f8", (S0,))
+    # (x, x, z): the second x rides on the first's all-reduce (1537); z is still priced: the
+    # choice that keeps z split costs 1537, gathering z too 1537 + 769
+    call = OpCall("op", call_of(x, x, z).operands, (), (4,), aliases=(0, -1))
+    choices = [Choice((R, R, R), R), Choice((R, R, S0), S0)]
+    assert choose(call, choices, UNIT) == (((R,), (R,), (S0,)), (S0,), 1537.0)
+    # (x, z, x) with x wanted whole twice moves once (1537); wanted partial and whole, the
+    # whole use moves it (1537 too): the tie keeps the rule's order
+    call = OpCall("op", call_of(x, z, x).operands, (), (4,), aliases=(-1, 0))
+    choices = [Choice((R, S0, R), S0), Choice((P, S0, R), S0)]
+    assert choose(call, choices, UNIT) == (((R,), (S0,), (R,)), (S0,), 1537.0)
+
+
 def test_a_whole_operand_is_cut_once_for_every_mesh_dim_that_cuts_it():
     # x (8, 32) f8 [R, R] (2 KiB whole) meets y [S0, S1] (256 B blocks) on a (2, 4) mesh.
     # Gathering y on dim 0 costs 1 + 1/2 * 512 = 257.  Cutting x there is one copy of what
