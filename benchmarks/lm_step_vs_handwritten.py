@@ -36,7 +36,7 @@ from mpi4py import MPI  # noqa: E402
 
 import mtensor as mt  # noqa: E402
 from lm_handwritten import lm_model, make_step, one_hot  # noqa: E402
-from mtensor_side import mtensor_side  # noqa: E402
+from mtensor_side import mtensor_side, step_mesh  # noqa: E402
 from tables import emit  # noqa: E402
 
 LOSS_RTOL, GRAD_RTOL = 1e-10, 1e-8
@@ -176,8 +176,7 @@ def main():
     args = parser.parse_args()
     comm = MPI.COMM_WORLD
     n = comm.size
-    mesh = mt.init_device_mesh((2, n // 2) if n % 2 == 0 and n > 2 else (1, n),
-                               mesh_dim_names=("dp", "tp"))
+    mesh = step_mesh(n)
     sizes = (args.layers, args.d_model, args.heads, args.seq)
     params = lm_model.init_params(None, *sizes)
     ids = np.random.default_rng(1).integers(0, lm_model.VOCAB, (args.batch, args.seq + 1))

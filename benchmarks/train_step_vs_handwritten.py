@@ -22,7 +22,7 @@ from mpi4py import MPI
 
 import mtensor as mt
 from mtensor import Replicate, Shard
-from mtensor_side import mtensor_side
+from mtensor_side import mtensor_side, step_mesh
 
 
 def mlp_loss(params, x, t, tanh=np.tanh):
@@ -107,8 +107,7 @@ def main():
     args = parser.parse_args()
     comm = MPI.COMM_WORLD
     n = comm.size
-    mesh = mt.init_device_mesh((2, n // 2) if n % 2 == 0 and n > 2 else (1, n),
-                               mesh_dim_names=("dp", "tp"))
+    mesh = step_mesh(n)
     if args.batch_per_dp:
         args.batch = args.batch_per_dp * mesh.shape[0]
     rng = np.random.default_rng(0)

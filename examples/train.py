@@ -65,6 +65,12 @@ def default_mesh(n):
     return (2, n // 2) if n % 2 == 0 else (n, 1)
 
 
+def add_mesh_flag(parser):
+    parser.add_argument("--mesh", metavar="DPxTP",
+                        help="mesh dp x tp, e.g. 2x4; one number N means Nx1 "
+                             "(default: 1x1, 1x2, 2x2, 2x4 for 1, 2, 4, 8 ranks)")
+
+
 def mesh_shape(text, ranks):
     """(dp, tp) from ``--mesh``: "DPxTP", or one number N for N x 1 (None: the default)."""
     if text is None:
@@ -157,9 +163,7 @@ def resume(path, mesh, args, world):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--mesh", metavar="DPxTP",
-                        help="mesh dp x tp, e.g. 2x4; one number N means Nx1 "
-                             "(default: 1x1, 1x2, 2x2, 2x4 for 1, 2, 4, 8 ranks)")
+    add_mesh_flag(parser)
     parser.add_argument("--steps", type=int, default=300)
     parser.add_argument("--batch", type=int, default=256, help="global batch")
     parser.add_argument("--blocks", type=int, default=2)

@@ -39,7 +39,7 @@ from tqdm import tqdm
 import mtensor as mt
 from mtensor import Replicate, Shard
 import lm_model as lm
-from train import default_mesh, mesh_shape
+from train import add_mesh_flag, default_mesh, mesh_shape
 
 TRAIN_FILES = ("argparse.py", "difflib.py", "functools.py", "heapq.py", "inspect.py",
                "statistics.py", "textwrap.py")
@@ -102,9 +102,7 @@ def sample(params, mesh, prompt, chars, seq, seed=0):
 
 def parse_args():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--mesh", metavar="DPxTP",
-                        help="mesh dp x tp, e.g. 2x4; one number N means Nx1 "
-                             "(default: 1x1, 1x2, 2x2, 2x4 for 1, 2, 4, 8 ranks)")
+    add_mesh_flag(parser)
     parser.add_argument("--steps", type=int, default=200)
     parser.add_argument("--layers", type=int, default=2)
     parser.add_argument("--d-model", type=int, default=64)
