@@ -5,9 +5,17 @@ Compute nodes call their recorded local function; buckets start (nonblocking), w
 one ``Testall``: MPICH and Open MPI advance a started collective only inside MPI calls, and
 that poll (about a microsecond) is what lets a transfer move while numpy computes.  The end
 time of every instruction is kept, from which ``export_trace`` draws the spans.
+
+An arithmetic ufunc whose operand dies at it writes its result into that operand's block
+(``out=``) when nothing else holds the block (no view, no DTensor, no pool: the replay's own
+reference is the only one) and the block has the shape, dtype and strides the result had
+when it was fresh: the replay then reuses warm memory instead of a fresh allocation per
+elementwise op, and every later op sees the same array, so the bits stay eager's (a block
+of other strides would change the order later reductions add in).
 """
 from __future__ import annotations
 
+import sys
 import time
 from collections import deque
 
@@ -17,6 +25,8 @@ from ..comm import guard
 from .buckets import Bucket
 
 _COMPUTE, _START, _WAIT, _RUN = range(4)
+REUSE = frozenset({np.add, np.subtract, np.multiply, np.true_divide, np.negative,
+                   np.positive, np.absolute, np.maximum, np.minimum, np.sqrt, np.square})
 
 
 class Replay:
@@ -33,6 +43,9 @@ class Replay:
         self.steps = [(_COMPUTE, (nodes[k].fn, nodes[k].ins, nodes[k].outs))
                       if what == "compute" else (kinds[what], k) for what, k in program]
         self.frees = self._last_uses(nodes, program, graph)
+        self.into = [_dying_operands(step, free) for step, free in zip(self.steps, self.frees)]
+        self.results = [None] * len(program)   # (shape, dtype, strides) of such a result
+        self.reused = 0                         # blocks the latest run wrote a result into
         self.program = program
         self.labels = [nodes[k].name if what == "compute" else
                        f"{self.buckets[k].kind} x{len(self.buckets[k].members)}"
@@ -49,16 +62,26 @@ class Replay:
         marks = self.marks = [clock()]   # when each instruction ended (one clock read each)
         self.history.append(marks)
         flight = {}                      # bucket -> (request, send, recv)
+        self.reused = 0
         requests = []
-        for (what, arg), free in zip(self.steps, self.frees):
+        for i, ((what, arg), free) in enumerate(zip(self.steps, self.frees)):
             if what == _COMPUTE:
                 fn, ins, outs = arg
-                result = fn(*[env[s] for s in ins])
+                into = self._reusable(env, i) if self.into[i] else None
+                if into is not None:
+                    result = fn(*[env[s] for s in ins], out=into)
+                    self.reused += 1
+                else:
+                    result = fn(*[env[s] for s in ins])
+                    if self.into[i] and type(result) is np.ndarray:
+                        self.results[i] = (result.shape, result.dtype, result.strides)
                 if len(outs) == 1:
                     env[outs[0]] = result
                 elif outs:
                     for s, r in zip(outs, result):
                         env[s] = r
+                    r = None
+                result = into = None   # env holds the blocks alone: the next step may reuse them
                 if requests:
                     self.buckets[0].group.test_all(requests)
             elif what == _START:
@@ -95,6 +118,20 @@ class Replay:
                 env[s] = None
             marks.append(clock())
         return env
+
+    def _reusable(self, env, i):
+        """A dying operand's block that step ``i``'s ufunc may write its result into, or
+        None.  Its references: the env list, ``block`` here and getrefcount's argument."""
+        meta = self.results[i]
+        if meta is None:
+            return None
+        for s in self.into[i]:
+            block = env[s]
+            if (type(block) is np.ndarray and block.base is None
+                    and (block.shape, block.dtype, block.strides) == meta
+                    and sys.getrefcount(block) == 3):
+                return block
+        return None
 
     def _last_uses(self, nodes, program, graph):
         """Per instruction, the slots nothing reads after it: dropped there, so the replay
@@ -147,3 +184,16 @@ class Replay:
             guard.state.op = f"compiled {self.name} (a bucket of {len(bucket.members)})"
             guard.before(bucket.kind, bucket.mesh_dim, bucket.global_shapes, bucket.dtype,
                          bucket.mesh.comm, agree)
+
+
+def _dying_operands(step, free) -> tuple:
+    """The operand slots of a ``REUSE`` ufunc step that die at it (candidates for its
+    ``out=``); () for any other step."""
+    what, arg = step
+    if what != _COMPUTE:
+        return ()
+    fn, ins, outs = arg
+    if fn not in REUSE or len(outs) != 1:
+        return ()
+    return tuple(s for s in dict.fromkeys(ins) if s in free)
+
