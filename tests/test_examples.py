@@ -44,6 +44,13 @@ def test_lm_benchmark_hand_written_side_is_the_model(n):
     assert result.returncode == 0 and "check passed" in result.stdout, result.stdout
 
 
+def test_replay_reuse_benchmark_runs():
+    result = run_under_mpi(2, ["benchmarks/replay_reuse.py", "--reps", "2"], timeout=120)
+    assert result.returncode == 0, result.stdout
+    line = next(ln for ln in result.stdout.splitlines() if ln.startswith("2 ranks: reuse"))
+    assert int(line.split("; ")[1].split()[0]) > 0, line
+
+
 def test_compile_benchmark_runs():
     result = run_under_mpi(2, ["benchmarks/compile_dp.py", "--params", "12", "--size", "16",
                                "--reps", "2"], timeout=120)
