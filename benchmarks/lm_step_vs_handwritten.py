@@ -28,7 +28,6 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
 
 import argparse  # noqa: E402  (the thread settings above must precede numpy)
-import time  # noqa: E402
 from collections import Counter  # noqa: E402
 
 import numpy as np  # noqa: E402
@@ -36,7 +35,7 @@ from mpi4py import MPI  # noqa: E402
 
 import mtensor as mt  # noqa: E402
 from lm_handwritten import lm_model, make_step, one_hot  # noqa: E402
-from mtensor_side import mtensor_side, step_mesh  # noqa: E402
+from mtensor_side import mtensor_side, step_mesh, time_sides  # noqa: E402
 from tables import emit  # noqa: E402
 
 LOSS_RTOL, GRAD_RTOL = 1e-10, 1e-8
@@ -112,19 +111,6 @@ def verify(sides, params, comm):
         if err >= GRAD_RTOL:
             raise AssertionError(f"{name} gradients vs hand-written: relative error {err:.1e}")
     return {name: result[0] for name, result in results.items()}
-
-
-def time_sides(sides, reps, comm):
-    """Median seconds per step of each side (slowest rank), the sides rotating."""
-    times = {name: [] for name in sides}
-    for rep in range(reps):
-        names = list(sides)[rep % len(sides):] + list(sides)[:rep % len(sides)]
-        for name in (names if rep % 2 == 0 else names[::-1]):
-            comm.Barrier()
-            start = time.perf_counter()
-            sides[name]()
-            times[name].append(time.perf_counter() - start)
-    return {k: comm.allreduce(float(np.median(v)), op=MPI.MAX) for k, v in times.items()}
 
 
 def format_kinds(record):

@@ -15,14 +15,13 @@ parameter's placements (the dp all-reduce).  The sides rotate, medians of the sl
 """
 import argparse
 import json
-import time
 
 import numpy as np
 from mpi4py import MPI
 
 import mtensor as mt
 from mtensor import Replicate, Shard
-from mtensor_side import mtensor_side, step_mesh
+from mtensor_side import mtensor_side, step_mesh, time_sides
 
 
 def mlp_loss(params, x, t, tanh=np.tanh):
@@ -121,15 +120,7 @@ def main():
     if dtensor is not None:
         sides["DTensor"] = dtensor
     losses = {name: run()[0] for name, run in sides.items()}
-    times = {name: [] for name in sides}
-    for rep in range(args.reps):
-        names = list(sides)[rep % len(sides):] + list(sides)[:rep % len(sides)]
-        for name in (names if rep % 2 == 0 else names[::-1]):
-            comm.Barrier()
-            start = time.perf_counter()
-            sides[name]()
-            times[name].append(time.perf_counter() - start)
-    med = {k: comm.allreduce(float(np.median(v)), op=MPI.MAX) for k, v in times.items()}
+    med = time_sides(sides, args.reps, comm)
     if comm.rank == 0:
         print(f"mesh {mesh.shape} (dp, tp), batch {args.batch}, d {args.d}, hidden {4 * d}, "
               f"float64, {args.reps} reps")
