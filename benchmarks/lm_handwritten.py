@@ -270,19 +270,12 @@ def make_step(params, dp, tp, comm):
     return MegatronStep(params, dp, tp, comm)
 
 
-def one_hot(ids):
-    """The one-hot inputs and next-byte targets (batch, seq, 256) of ``ids`` (batch, seq + 1)."""
-    eye = np.eye(lm_model.VOCAB)
-    return eye[ids[:, :-1]], eye[ids[:, 1:]]
-
-
 def mtensor_reference(sizes, ids):
     """(loss, full gradients) of ``mt.value_and_grad(lm_model.loss)`` on a 1x1 mesh over
     ``MPI.COMM_SELF``: collective over this rank only."""
     mesh = mt.init_device_mesh((1, 1), mesh_dim_names=("dp", "tp"), comm=MPI.COMM_SELF)
     params = lm_model.init_params(mesh, *sizes)
-    x, y = (mt.distribute_tensor(a, mesh, [mt.Shard(0), mt.Shard(2)], src_data_rank=None)
-            for a in one_hot(ids))
+    x, y = lm_model.distribute(lm_model.one_hot(ids), mesh)
     value, grads = mt.value_and_grad(lm_model.loss)(params, x, y)
     return float(value), {k: g.full_tensor() for k, g in grads.items()}
 
@@ -298,7 +291,7 @@ def check(comm, layers=2, d_model=24, heads=6, seq=10, t=8, batch=5, seed=0):
     sizes = (layers, d_model, heads, seq, seed)
     params = lm_model.init_params(None, *sizes)
     ids = np.random.default_rng(seed + 1).integers(0, lm_model.VOCAB, (batch, t + 1))
-    np_loss = float(lm_model.loss(params, *one_hot(ids)))
+    np_loss = float(lm_model.loss(params, *lm_model.one_hot(ids)))
     ref_loss, ref = comm.bcast(mtensor_reference(sizes, ids) if comm.rank == 0 else None)
     scale = {k: float(np.abs(g).max()) or 1.0 for k, g in ref.items()}
     lines = [f"{comm.size} ranks; layers {layers}, d_model {d_model}, heads {heads}, batch "

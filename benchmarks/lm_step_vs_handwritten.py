@@ -34,7 +34,7 @@ import numpy as np  # noqa: E402
 from mpi4py import MPI  # noqa: E402
 
 import mtensor as mt  # noqa: E402
-from lm_handwritten import lm_model, make_step, one_hot  # noqa: E402
+from lm_handwritten import lm_model, make_step  # noqa: E402
 from mtensor_side import mtensor_side, step_mesh, time_sides  # noqa: E402
 from tables import emit  # noqa: E402
 
@@ -167,8 +167,7 @@ def main():
     params = lm_model.init_params(None, *sizes)
     ids = np.random.default_rng(1).integers(0, lm_model.VOCAB, (args.batch, args.seq + 1))
     dparams = lm_model.init_params(mesh, *sizes)
-    x, y = (mt.distribute_tensor(a, mesh, [mt.Shard(0), mt.Shard(2)], src_data_rank=None)
-            for a in one_hot(ids))
+    x, y = lm_model.distribute(lm_model.one_hot(ids), mesh)
     hand = make_step(params, *mesh.shape, comm)
     sides = {"mtensor": mtensor_side(lm_model.loss, (dparams, x, y)),
              "compiled": mtensor_side(lm_model.loss, (dparams, x, y), compiled=True),

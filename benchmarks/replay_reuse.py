@@ -19,7 +19,7 @@ import numpy as np  # noqa: E402
 from mpi4py import MPI  # noqa: E402
 
 import mtensor as mt  # noqa: E402
-from lm_handwritten import lm_model, one_hot  # noqa: E402
+from lm_handwritten import lm_model  # noqa: E402
 
 
 def main():
@@ -30,8 +30,7 @@ def main():
     mesh = mt.init_device_mesh((1, comm.size), mesh_dim_names=("dp", "tp"))
     ids = np.random.default_rng(1).integers(0, lm_model.VOCAB, (16, 65))
     params = lm_model.init_params(mesh, 2, 128, 4, 64)
-    x, y = (mt.distribute_tensor(a, mesh, [mt.Shard(0), mt.Shard(2)], src_data_rank=None)
-            for a in one_hot(ids))
+    x, y = lm_model.distribute(lm_model.one_hot(ids), mesh)
     step = mt.compile(mt.value_and_grad(lm_model.loss))
     step(params, x, y)
     step(params, x, y)

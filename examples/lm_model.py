@@ -21,6 +21,23 @@ from mtensor import Replicate, Shard
 from mtensor.debug import region
 
 VOCAB = 256   # bytes
+DATA = [Shard(0), Shard(2)]   # one-hot (batch, seq, byte): the batch on dp, the bytes on tp
+
+
+def encode(ids):
+    """One-hot bytes: (..., 256) floats of the integer ``ids``."""
+    return np.eye(VOCAB)[ids]
+
+
+def one_hot(ids):
+    """(inputs, next-byte targets), one-hot (batch, seq, 256), of windows ``ids``
+    (batch, seq + 1)."""
+    return encode(ids[:, :-1]), encode(ids[:, 1:])
+
+
+def distribute(arrays, mesh, placements=DATA):
+    """numpy arrays as DTensors of ``placements``; every rank cuts its own block."""
+    return tuple(mt.distribute_tensor(a, mesh, placements, src_data_rank=None) for a in arrays)
 
 
 def layouts(layers):

@@ -45,7 +45,6 @@ TRAIN_FILES = ("argparse.py", "difflib.py", "functools.py", "heapq.py", "inspect
                "statistics.py", "textwrap.py")
 HELD_OUT_FILE = "fractions.py"
 HELD_OUT_WINDOWS = 64
-DATA = [Shard(0), Shard(2)]        # (batch, seq, byte) one-hot: batch on dp, bytes on tp
 
 
 def read_corpus():
@@ -69,11 +68,9 @@ def batch_ids(data, step, batch, seq):
     return windows(data, rng.integers(0, len(data) - seq - 1, batch), seq)
 
 
-def one_hot(ids, mesh, placements=DATA):
-    """(inputs, next bytes) one-hot as DTensors; every rank cuts its own block."""
-    eye = np.eye(lm.VOCAB)
-    return (mt.distribute_tensor(eye[ids[:, :-1]], mesh, placements, src_data_rank=None),
-            mt.distribute_tensor(eye[ids[:, 1:]], mesh, placements, src_data_rank=None))
+def one_hot(ids, mesh):
+    """(inputs, next bytes) one-hot as DTensors split as ``lm_model.DATA``."""
+    return lm.distribute(lm.one_hot(ids), mesh)
 
 
 def held_out_bits(params, data, mesh, seq, batch):
@@ -92,8 +89,7 @@ def sample(params, mesh, prompt, chars, seq, seed=0):
     rng, out = np.random.default_rng(seed), list(prompt.encode())
     for _ in range(chars):
         context = np.array([out[-seq:]])
-        x = mt.distribute_tensor(np.eye(lm.VOCAB)[context], mesh, [Replicate(), Shard(2)],
-                                 src_data_rank=None)
+        (x,) = lm.distribute([lm.encode(context)], mesh, [Replicate(), Shard(2)])
         z = lm.logits(params, x)[0, -1].full_tensor() / 0.8
         p = np.exp(z - z.max())
         out.append(int(rng.choice(lm.VOCAB, p=p / p.sum())))

@@ -8,7 +8,6 @@ import pytest
 
 import mtensor as mt
 from mpi_helpers import WORLD, assert_all_ranks
-from mtensor import Shard
 from test_mpi_suites import ROOT
 
 sys.path.insert(0, str(ROOT / "examples"))
@@ -23,15 +22,11 @@ def _mesh():
 
 
 def _data(seed=0):
-    ids = np.random.default_rng(seed).integers(0, lm.VOCAB, (BATCH, SEQ + 1))
-    eye = np.eye(lm.VOCAB)
-    return eye[ids[:, :-1]], eye[ids[:, 1:]]
+    return lm.one_hot(np.random.default_rng(seed).integers(0, lm.VOCAB, (BATCH, SEQ + 1)))
 
 
 def _distributed(mesh, x, y):
-    return (lm.init_params(mesh, LAYERS, D, HEADS, SEQ),
-            *(mt.distribute_tensor(a, mesh, [Shard(0), Shard(2)], src_data_rank=None)
-              for a in (x, y)))
+    return (lm.init_params(mesh, LAYERS, D, HEADS, SEQ), *lm.distribute((x, y), mesh))
 
 
 @pytest.mark.mpi
