@@ -91,7 +91,7 @@ def decision_for(name: str, operands, params=(), into=None) -> "Decision":
 def _aliases(operands) -> tuple:
     """For each operand from the second, the index of the first operand that is the same
     DTensor (``x * x``), or -1; ``()`` when there are none (the common case, one check)."""
-    if len(operands) < 2 or not (operands[0] is operands[1] or len(operands) > 2):
+    if len(operands) < 2 or (len(operands) == 2 and operands[0] is not operands[1]):
         return ()
     out = tuple(next((i for i in range(j) if operands[i] is o and type(o) is DTensor), -1)
                 for j, o in enumerate(operands) if j)

@@ -62,25 +62,28 @@ class CommDebugMode:
     def get_total_bytes(self) -> int:
         return sum(r.bytes for r in self.log)
 
+    def _by_region(self) -> Dict[Tuple[str, str], List[CommRecord]]:
+        """The records per (region, phase), in the order the pairs first ran."""
+        out: Dict[Tuple[str, str], List[CommRecord]] = {}
+        for r in self.log:
+            out.setdefault((r.region, r.phase), []).append(r)
+        return out
+
     def bill(self, mesh_dim_names=()) -> str:
         """A table, one row per (region, phase) in the order they first ran: the calls of each
         collective per mesh dim (named by ``mesh_dim_names`` where given) and the bytes."""
-        rows: Dict[Tuple[str, str], list] = {}
-        for r in self.log:
-            rows.setdefault((r.region or "(outside)", r.phase), []).append(r)
         names = dict(enumerate(mesh_dim_names))
         lines = [f"{'region':<22}{'phase':<10}collectives (calls x name@mesh dim), bytes"]
-        for (region, phase), records in rows.items():
+        for (region, phase), records in self._by_region().items():
             calls = Counter(f"{r.collective}@{names.get(r.mesh_dim, r.mesh_dim)}"
                             if r.mesh_dim >= 0 else f"{r.collective}@mesh" for r in records)
             text = ", ".join(f"{n} x {k}" for k, n in calls.items())
-            lines.append(f"{region:<22}{phase:<10}{text}, {sum(r.bytes for r in records):,} B")
+            lines.append(f"{region or '(outside)':<22}{phase:<10}{text}, "
+                         f"{sum(r.bytes for r in records):,} B")
         return "\n".join(lines)
 
     def get_counts_by_region(self) -> Dict[Tuple[str, str], Dict[Tuple[str, int], int]]:
         """``{(region, phase): {(collective, mesh_dim): calls}}``, e.g.
         ``{("block0/mlp", "backward"): {("all_reduce", 1): 1}}``."""
-        out: Dict[Tuple[str, str], Counter] = {}
-        for r in self.log:
-            out.setdefault((r.region, r.phase), Counter())[(r.collective, r.mesh_dim)] += 1
-        return {k: dict(v) for k, v in out.items()}
+        return {k: dict(Counter((r.collective, r.mesh_dim) for r in records))
+                for k, records in self._by_region().items()}
