@@ -59,11 +59,15 @@ def make_torch_side(params, mesh, ids):
     return run
 
 
-def mtensor_comm(run):
-    """{group: {"calls": {collective: n}, "bytes": b}} of one mtensor step (eager or
-    compiled), as ``mt.CommDebugMode`` records it."""
+def recorded(run):
+    """The ``mt.CommDebugMode`` of one mtensor step (eager or compiled)."""
     with mt.CommDebugMode() as mode:
         run()
+    return mode
+
+
+def mtensor_comm(mode):
+    """{group: {"calls": {collective: n}, "bytes": b}} of a step's ``CommDebugMode``."""
     out = {}
     for r in mode.log:
         entry = out.setdefault(MESH_DIMS.get(r.mesh_dim, str(r.mesh_dim)),
@@ -176,14 +180,13 @@ def main():
     if torch_side is not None:
         sides["torch"] = torch_side
     losses = verify(sides, dparams, comm)
-    comm_records = {"mtensor": mtensor_comm(sides["mtensor"]),
-                    "compiled": mtensor_comm(sides["compiled"]), "hand": hand_comm(hand, ids)}
-    with mt.CommDebugMode() as mode:
-        sides["mtensor"]()
+    eager, compiled = recorded(sides["mtensor"]), recorded(sides["compiled"])
+    comm_records = {"mtensor": mtensor_comm(eager), "compiled": mtensor_comm(compiled),
+                    "hand": hand_comm(hand, ids)}
     med = time_sides(sides, args.reps, comm)
     if comm.rank == 0:
         emit(args.json, report_lines(args, mesh, losses, med, comm_records,
-                                     mode.bill(mesh.mesh_dim_names)),
+                                     eager.bill(mesh.mesh_dim_names)),
              {"ranks": n, "mesh": list(mesh.shape), "layers": args.layers,
               "d_model": args.d_model, "heads": args.heads, "seq": args.seq,
               "batch": args.batch, "reps": args.reps,
