@@ -81,8 +81,8 @@ def init_params(mesh, layers, d_model, heads, seq, seed=0):
         p[f"b2{i}"] = np.zeros(d_model)
     if mesh is None:
         return p
-    return {k: mt.distribute_tensor(v, mesh, place, src_data_rank=None)
-            for k, (place, v) in zip(p, ((layouts(layers)[k], p[k]) for k in p))}
+    place = layouts(layers)
+    return {k: distribute([v], mesh, place[k])[0] for k, v in p.items()}
 
 
 def layers_of(params):
