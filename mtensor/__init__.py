@@ -2,6 +2,7 @@
 from . import checkpoint, optim, random
 from .autodiff import vjps as _vjps  # noqa: F401  (registers the gradient rules)
 from .autodiff.api import grad, stop_gradient, value_and_grad
+from .autoshard import auto_shard, shard_hint
 from .comm import guard as _guard
 from .comm.abort import set_abort_on_error
 from .comm.guard import CollectiveMismatchError, set_checks, set_timeout
@@ -39,10 +40,10 @@ from .trace_compile.compile import compile, explain
 
 __all__ = [
     "CollectiveMismatchError", "CommDebugMode", "CostModel", "DTensor", "DeviceMesh", "Partial", "Replicate", "Shard", "all", "any",
-    "arange", "argmax", "argmin", "astype", "broadcast_to", "calibrate", "clip", "compile", "concatenate", "copy", "dot",
+    "arange", "auto_shard", "argmax", "argmin", "astype", "broadcast_to", "calibrate", "clip", "compile", "concatenate", "copy", "dot",
     "einsum", "empty", "empty_like", "expand_dims", "explain", "full", "full_like", "distribute_tensor", "get_cost_model", "grad",
     "init_device_mesh", "load", "matmul", "optim", "max", "mean", "min", "moveaxis", "ones", "ones_like", "prod",
-    "random", "ravel", "reshape", "save", "set_abort_on_error", "set_checks", "set_cost_model", "set_timeout", "squeeze", "stack", "std", "stop_gradient", "sum", "swapaxes", "tensordot",
+    "random", "ravel", "reshape", "save", "set_abort_on_error", "set_checks", "set_cost_model", "set_timeout", "shard_hint", "squeeze", "stack", "std", "stop_gradient", "sum", "swapaxes", "tensordot",
     "transpose", "value_and_grad", "var", "visualize_sharding", "where", "zeros", "zeros_like",
 ]
 from .version import __version__

@@ -67,6 +67,12 @@ def decision_for(name: str, operands, params=(), into=None) -> "Decision":
     """The cached decision for a call, deciding it on the first call of its signature.
     ``into``: placements the output must have (an ``out=`` or in-place target); then None
     when no strategy produces them."""
+    if modes.active.autoshard is not None:   # a plan's strategy for this op: not cached
+        decision = _decide(name, operands, params, into)
+        if decision is not None and decision.check and not _values_fit(name, operands,
+                                                                       decision):
+            decision = _decide(name, operands, params, into, unsafe=True)
+        return decision
     if _model[0] is not _current_model[0]:
         _decisions.clear()
         _direct_into.clear()
@@ -147,8 +153,12 @@ def run_decision(name: str, operands, params, decision, keep=None):
         out = DTensor(result, decision.specs[result.dtype])
     else:
         out = _wrap(result, decision)
-    if modes.active.tape is not None:
-        modes.active.tape.push(name, operands, params, out, _as_used(operands, decision, blocks))
+    if modes.active.tape is not None or modes.active.autoshard is not None:
+        used = _as_used(operands, decision, blocks)
+        if modes.active.tape is not None:
+            modes.active.tape.push(name, operands, params, out, used)
+        if modes.active.autoshard is not None:
+            modes.active.autoshard.ran(name, operands, params, out, used=used)
     return out
 
 
@@ -163,7 +173,7 @@ def dispatch_into(name: str, operands, params, target) -> bool:
     if decision is None or decision.into is None or decision.shape != target._spec.shape:
         return False
     if (decision.direct and not decision.check and not params and len(operands) == 2
-            and operands[0] is target):
+            and operands[0] is target and modes.active.autoshard is None):
         _direct_into[(name, target._spec, operands[1]._spec)] = decision.into
     blocks = _blocks(name, operands, decision, target) + [target._local]
     if modes.active.tracer is None:
@@ -171,6 +181,8 @@ def dispatch_into(name: str, operands, params, target) -> bool:
     else:
         modes.active.tracer.call(name, decision.into, blocks, 0, "effect",
                                  _strategy(decision, operands))
+    if modes.active.autoshard is not None:
+        modes.active.autoshard.ran(name, operands, params, None, target=target)
     return True
 
 
@@ -265,7 +277,9 @@ def _wrap(result, decision: Decision) -> DTensor:
     return DTensor(result, decision.out_spec(result.dtype))
 
 
-def _operand(value, unsafe: bool = False) -> Operand:
+def as_operand(value, unsafe: bool = False) -> Operand:
+    """An operand as the sharding rules see it (shape, dtype, placements, and for a constant
+    whether partial terms may meet it)."""
     if type(value) is DTensor:
         return Operand(value.shape, value.dtype, value.placements, safe=not unsafe)
     if isinstance(value, _SCALARS):
@@ -285,11 +299,15 @@ def _decide(name: str, operands, params, into=None, unsafe=False) -> Decision:
     if rule is None:
         raise TypeError(f"{name}: mtensor has no sharding rule for this op; call full_tensor() "
                         f"to compute on the whole array, or to_local() for this rank's block")
-    call = OpCall(name, tuple(_operand(o, unsafe) for o in operands), params, mesh.shape,
+    call = OpCall(name, tuple(as_operand(o, unsafe) for o in operands), params, mesh.shape,
                   _aliases(operands))
     strategy = rule(call)
     model = cost.get_cost_model()
-    chosen = choose(call, strategy.choices, model, into)
+    chosen = None
+    if modes.active.autoshard is not None:
+        chosen = modes.active.autoshard.strategy(call, strategy.choices, into)
+    if chosen is None:
+        chosen = choose(call, strategy.choices, model, into)
     if chosen is None:
         return None
     in_layouts, out_layout, predicted = chosen

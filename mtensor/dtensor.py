@@ -118,6 +118,8 @@ class DTensor:
         out = self._redistribute(placements)
         if modes.active.tape is not None:
             modes.active.tape.push("redistribute", (self,), (self.placements,), out)
+        if modes.active.autoshard is not None:
+            modes.active.autoshard.pinned(self, out)
         return out
 
     def _redistribute(self, placements) -> "DTensor":

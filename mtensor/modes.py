@@ -5,7 +5,8 @@ the modes register into them: ``value_and_grad`` puts its tape in ``active.tape`
 memo of laid-out operands in ``active.reuse`` during the backward pass), ``mt.compile`` its
 tracer in ``active.tracer``, each ``CommDebugMode`` itself in ``active.counters``, and
 ``debug.region`` the name of the region running in ``active.region`` (and the gradient
-pass ``"backward"`` in ``active.phase`` while it runs).  So a low
+pass ``"backward"`` in ``active.phase`` while it runs), and ``mt.auto_shard`` its recorder
+or a plan's strategies in ``active.autoshard``.  So a low
 layer imports this module only, never the layer above that fills it.  (The check mode and
 the timeout are the communication layer's own: ``comm.guard``.)
 """
@@ -13,7 +14,7 @@ from __future__ import annotations
 
 
 class Modes:
-    __slots__ = ("tape", "reuse", "tracer", "counters", "region", "phase")
+    __slots__ = ("tape", "reuse", "tracer", "counters", "region", "phase", "autoshard")
 
     def __init__(self):
         self.tape = None       # the recording gradient tape: push(op, operands, ...)
@@ -22,6 +23,9 @@ class Modes:
         self.counters = []     # CommDebugModes: add(collective, mesh_dim, shape, dtype, bytes)
         self.region = ""       # the named region of the program (debug.region) now running
         self.phase = "forward"  # "backward" while value_and_grad's backward pass runs
+        # mt.auto_shard: strategy(call, choices, into) -> a plan's choice or None;
+        # ran(name, operands, params, out, target); like(grad, leaf); pinned(x, out)
+        self.autoshard = None
 
 
 active = Modes()

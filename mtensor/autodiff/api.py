@@ -139,4 +139,6 @@ def _gradient(leaf, grads):
     if g.dtype != leaf.dtype:
         g = g.astype(leaf.dtype)
     guard.state.op = "the gradient (laid out like its parameter)"
+    if modes.active.autoshard is not None:
+        modes.active.autoshard.like(g, leaf)
     return g._redistribute(leaf.placements)

@@ -2,7 +2,8 @@
 
 Each mesh dim of size > 1 times an 8-byte all-reduce (latency ``alpha``) and a large one
 (bandwidth ``beta`` from the bus bytes it moves), and every rank times a local copy
-(``copy_beta``).  Timings differ from rank to rank, and every rank must plan alike, so the
+(``copy_beta``) and a float64 matmul (``flops``, what ``mt.auto_shard`` prices compute
+with).  Timings differ from rank to rank, and every rank must plan alike, so the
 numbers of rank 0 of the mesh are broadcast (of the link probes, the mean over the ranks) and
 every rank installs that one model.
 
@@ -110,9 +111,12 @@ def calibrate(mesh=None, large_bytes: int = 4 << 20, repeats: int = 5,
             measured[dim, 3:] = _overlap_probes(group, large_bytes, measured[dim, 2], repeats)
     src = np.ones(large_bytes // 8)
     dst = np.empty_like(src)
-    copy_beta = np.array([src.nbytes / max(_median_time(lambda: np.copyto(dst, src), repeats),
-                                           1e-9)])
-    mesh.communicator().broadcast(copy_beta, 0)
+    square = np.ones((512, 512))
+    square @ square
+    local = np.array([src.nbytes / max(_median_time(lambda: np.copyto(dst, src), repeats),
+                                       1e-9),
+                      2 * 512 ** 3 / max(_median_time(lambda: square @ square, repeats), 1e-9)])
+    mesh.communicator().broadcast(local, 0)
     mesh.communicator().all_reduce(measured, measured, None, "sum")   # the ranks' mean:
     measured /= mesh.size()                                           # the probes are noisy
     per_dim, rates, slowdowns = [], [], []
@@ -129,7 +133,8 @@ def calibrate(mesh=None, large_bytes: int = 4 << 20, repeats: int = 5,
     links = [link for link, n in zip(per_dim, mesh.shape) if n > 1] or [per_dim[0]]
     model = CostModel(alpha=float(np.mean([a for a, _ in links])),
                       beta=float(np.mean([b for _, b in links])),
-                      copy_beta=float(copy_beta[0]), per_dim=tuple(per_dim),
+                      copy_beta=float(local[0]), flops=float(local[1]),
+                      per_dim=tuple(per_dim),
                       overlap_rate=min(rates), overlap_slowdown=max(slowdowns, default=0.0),
                       rate_per_dim=tuple(rates))
     if install:

@@ -32,6 +32,10 @@ class CostModel:
     compute runs ``1 + overlap_slowdown`` times slower while it does.  The default rate, 0,
     is shared memory's (the cores copy the bytes inside MPI calls, so nothing moves behind
     compute); over a network ``mt.calibrate`` measures the real one.
+
+    ``flops``: the speed of a matmul (flop/s), with which ``mt.auto_shard`` prices an op's
+    compute (elementwise ops at ``copy_beta``), so that splitting work is weighed against
+    the communication it costs; ``mt.calibrate`` measures it too.
     """
 
     alpha: float = 5e-6
@@ -41,6 +45,7 @@ class CostModel:
     overlap_rate: float = 0.0
     overlap_slowdown: float = 0.0
     rate_per_dim: Tuple[float, ...] = ()
+    flops: float = 2e10
 
     def link(self, mesh_dim: int) -> Tuple[float, float]:
         if mesh_dim < len(self.per_dim):

@@ -20,7 +20,9 @@ LAYERS = [
      "mtensor.trace_compile.tracer", "mtensor.overlap", "mtensor.overlap.bucketing",
      "mtensor.overlap.schedule", "mtensor.debug.visualize", "mtensor.debug.price",
      "mtensor.debug", "mtensor.debug.comm_mode", "mtensor.debug.explain",
-     "mtensor.autodiff"],
+     "mtensor.autodiff", "mtensor.autoshard.graph", "mtensor.autoshard.problem",
+     "mtensor.autoshard.solve", "mtensor.autoshard.bill", "mtensor.autoshard.search",
+     "mtensor.autoshard.explain"],
     # 2. communication: the protocol and its backends (the only MPI calls)
     ["mtensor.comm"],
     # 3. meshes, and executing plans on them
@@ -39,7 +41,8 @@ LAYERS = [
      "mtensor.numpy_block"],
     # 7. programs of DTensor ops: gradients, optimizers, compile, explain
     ["mtensor.autodiff.tape", "mtensor.autodiff.vjps", "mtensor.autodiff.api",
-     "mtensor.optim", "mtensor.trace_compile.compile", "mtensor.checkpoint"],
+     "mtensor.optim", "mtensor.trace_compile.compile", "mtensor.checkpoint",
+     "mtensor.autoshard"],
     # 8. the public package
     ["mtensor"],
 ]

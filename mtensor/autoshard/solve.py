@@ -1,0 +1,211 @@
+"""Choosing every item's choice: one mesh dim at a time, exactly by an integer program where
+it is small enough, else by a documented heuristic.
+
+Sharding rules are written for one mesh dim, so the search is too: with the choices of the
+other mesh dims held, one mesh dim's choices form an integer program after Alpa's
+intra-operator pass (Zheng et al., OSDI 2022): a binary per (item, choice), one choice per
+item, and per edge a continuous share per (placement produced, placement wanted) pair whose
+marginals are the two items' choices, so the edge's price is paid for the pair chosen.
+Memory is one linear constraint.  ``scipy.optimize.milp`` (HiGHS) solves it.  The mesh dims
+are solved in turn, each with the others' latest choices (the block sizes its prices read),
+until a round changes nothing.
+
+Beyond ``EXACT_LIMIT`` variables, or without scipy, each mesh dim is decided by a greedy pass
+in program order (every item takes its cheapest choice given its producers') followed by
+sweeps of iterated conditional modes (each item re-picks given all its neighbours) until
+none changes; memory over the budget is priced by a multiplier doubled until the plan fits.
+"""
+from __future__ import annotations
+
+import time
+from typing import Dict, List
+
+import numpy as np
+
+from ..placement import Replicate
+from .problem import Pricer, Problem, wanted
+
+EXACT_LIMIT = 200_000   # variables of one mesh dim's integer program
+ROUNDS = 4
+
+
+class NoPlan(ValueError):
+    """No plan fits the memory budget."""
+
+
+def initial(problem: Problem) -> List[List[int]]:
+    """Every item's most replicated choice on every mesh dim (pins and sources: theirs)."""
+    out = []
+    for item in problem.items:
+        per_dim = []
+        for choices in item.choices:
+            whole = [i for i, c in enumerate(choices)
+                     if c.output == Replicate() and all(p == Replicate() for p in c.inputs)]
+            per_dim.append(whole[0] if whole else 0)
+        out.append(per_dim)
+    return out
+
+
+def solve(problem: Problem, model, exact_limit: int = EXACT_LIMIT):
+    """(assignment: per item the choice index per mesh dim, how it was solved, seconds)."""
+    start = time.perf_counter()
+    pricer = Pricer(problem, model)
+    assignment = initial(problem)
+    methods, dims = set(), [d for d, n in enumerate(problem.mesh_shape) if n > 1]
+    stale = set(dims)           # mesh dims whose prices changed since they were solved
+    for _ in range(ROUNDS):
+        for dim in dims:
+            if dim not in stale:
+                continue
+            before = [a[dim] for a in assignment]
+            methods.add(_solve_dim(problem, pricer, assignment, dim, exact_limit))
+            stale.discard(dim)
+            if [a[dim] for a in assignment] != before:
+                stale |= set(dims) - {dim}
+        if not stale:
+            break
+    return assignment, " + ".join(sorted(methods)) or "nothing to decide", \
+        time.perf_counter() - start
+
+
+def _solve_dim(problem, pricer, assignment, dim, exact_limit) -> str:
+    pricer.at(dim, assignment)
+    index = _Index(problem, dim)
+    if index.nvars <= exact_limit:
+        try:
+            from scipy.optimize import milp   # noqa: F401  (the solver is optional)
+        except ImportError:
+            pass
+        else:
+            _exact(problem, pricer, assignment, dim, index)
+            return "exact (integer program)"
+    _heuristic(problem, pricer, assignment, dim)
+    return "heuristic (greedy + iterated conditional modes)"
+
+
+class _Index:
+    """Variable numbering of one mesh dim's integer program."""
+
+    def __init__(self, problem: Problem, dim: int):
+        self.x: List[int] = []          # first variable of each item
+        n = 0
+        for item in problem.items:
+            self.x.append(n)
+            n += len(item.choices[dim])
+        self.pairs = []                 # per edge: (placements produced, wanted, first var)
+        for e in problem.edges:
+            src, dst = problem.items[e.src], problem.items[e.dst]
+            produced = sorted({c.output for c in src.choices[dim]}, key=repr)
+            want = sorted({wanted(dst, dim, c, e.slot) for c in range(len(dst.choices[dim]))},
+                          key=repr)
+            self.pairs.append((produced, want, n))
+            n += len(produced) * len(want)
+        self.nvars = n
+
+
+def _exact(problem: Problem, pricer: Pricer, assignment, dim: int, index: _Index) -> None:
+    from scipy.optimize import LinearConstraint, milp
+    from scipy.sparse import coo_array
+
+    cost = np.zeros(index.nvars)
+    rows, cols, vals, lower, upper = [], [], [], [], []
+
+    def constraint(terms, lo, hi):
+        r = len(lower)
+        for col, val in terms:
+            rows.append(r)
+            cols.append(col)
+            vals.append(val)
+        lower.append(lo)
+        upper.append(hi)
+
+    for i, item in enumerate(problem.items):
+        base = index.x[i]
+        for c in range(len(item.choices[dim])):
+            cost[base + c] = pricer.item_cost(i, c)
+        constraint([(base + c, 1.0) for c in range(len(item.choices[dim]))], 1, 1)
+    for e, (produced, want, base) in zip(problem.edges, index.pairs):
+        src, dst = problem.items[e.src], problem.items[e.dst]
+        for a, p in enumerate(produced):
+            for b, q in enumerate(want):
+                cost[base + a * len(want) + b] = pricer.edge_cost(e, p, q)
+            constraint([(base + a * len(want) + b, 1.0) for b in range(len(want))]
+                       + [(index.x[e.src] + c, -1.0) for c, ch in
+                          enumerate(src.choices[dim]) if ch.output == p], 0, 0)
+        for b, q in enumerate(want):
+            constraint([(base + a * len(want) + b, 1.0) for a in range(len(produced))]
+                       + [(index.x[e.dst] + c, -1.0) for c in range(len(dst.choices[dim]))
+                          if wanted(dst, dim, c, e.slot) == q], 0, 0)
+    if problem.budget is not None:
+        constraint([(index.x[i] + c, pricer.memory(i, c, nbytes))
+                    for i, nbytes in problem.memory
+                    for c in range(len(problem.items[i].choices[dim]))], 0, problem.budget)
+    integrality = np.zeros(index.nvars)
+    for i, item in enumerate(problem.items):
+        integrality[index.x[i]:index.x[i] + len(item.choices[dim])] = 1
+    matrix = coo_array((vals, (rows, cols)), shape=(len(lower), index.nvars)).tocsr()
+    scale = max(float(cost.max()), 1e-30)  # seconds are tiny: keep HiGHS's tolerances apt
+    result = milp(cost / scale, integrality=integrality, bounds=(0, 1),
+                  constraints=LinearConstraint(matrix, lower, upper))
+    if result.x is None:
+        raise NoPlan(f"auto_shard: no layout fits the memory budget of {problem.budget:,.0f} "
+                     f"bytes per rank on mesh dim {dim} ({result.message}); raise the "
+                     f"budget or use a larger mesh")
+    for i, item in enumerate(problem.items):
+        values = result.x[index.x[i]:index.x[i] + len(item.choices[dim])]
+        assignment[i][dim] = int(np.argmax(values))
+
+
+def _neighbours(problem: Problem) -> Dict[int, list]:
+    out: Dict[int, list] = {}
+    for e in problem.edges:
+        out.setdefault(e.src, []).append(e)
+        out.setdefault(e.dst, []).append(e)
+    return out
+
+
+def _local_cost(problem, pricer, assignment, dim, i, c, around, penalty) -> float:
+    """Item ``i``'s own price with choice ``c``, its edges' given its neighbours' choices,
+    and its memory times ``penalty``."""
+    total = pricer.item_cost(i, c)
+    for e in around.get(i, ()):
+        src_c = c if e.src == i else assignment[e.src][dim]
+        dst_c = c if e.dst == i else assignment[e.dst][dim]
+        p = problem.items[e.src].choices[dim][src_c].output
+        q = wanted(problem.items[e.dst], dim, dst_c, e.slot)
+        total += pricer.edge_cost(e, p, q)
+    if penalty:
+        total += penalty * sum(pricer.memory(i, c, nbytes)
+                               for j, nbytes in problem.memory if j == i)
+    return total
+
+
+def _memory_used(problem, pricer, assignment, dim) -> float:
+    return sum(pricer.memory(i, assignment[i][dim], nbytes)
+               for i, nbytes in problem.memory)
+
+
+def _heuristic(problem: Problem, pricer: Pricer, assignment, dim: int) -> None:
+    around = _neighbours(problem)
+    incoming = {i: [e for e in around.get(i, ()) if e.dst == i] for i in range(len(problem.items))}
+    penalty = 0.0
+    for _ in range(40):
+        for i, item in enumerate(problem.items):   # greedy, producers first
+            options = range(len(item.choices[dim]))
+            assignment[i][dim] = min(options, key=lambda c: _local_cost(
+                problem, pricer, assignment, dim, i, c, {i: incoming[i]}, penalty))
+        for _ in range(10):                         # iterated conditional modes
+            changed = False
+            for i, item in enumerate(problem.items):
+                best = min(range(len(item.choices[dim])), key=lambda c: _local_cost(
+                    problem, pricer, assignment, dim, i, c, around, penalty))
+                changed |= best != assignment[i][dim]
+                assignment[i][dim] = best
+            if not changed:
+                break
+        if problem.budget is None or _memory_used(problem, pricer, assignment,
+                                                  dim) <= problem.budget:
+            return
+        penalty = max(penalty * 2, 1e-12)
+    raise NoPlan(f"auto_shard: the heuristic found no layout within the memory budget of "
+                 f"{problem.budget:,.0f} bytes per rank on mesh dim {dim}; raise the budget")
