@@ -36,7 +36,8 @@ class Value:
 class Node:
     """An op of the step.  ``kind`` "op": a dispatched op (``call`` is what its sharding rule
     reads); "pin": ``x.redistribute(...)`` or ``mt.shard_hint``, whose output layout is the
-    user's (``layout``).  ``inputs`` holds the value of each operand (None: a constant);
+    user's (``layout``), or (named "result", no output) the caller's whole read of a
+    result.  ``inputs`` holds the value of each operand (None: a constant);
     ``target``: the value an in-place op writes into (its result must end in that value's
     layout)."""
 

@@ -120,7 +120,8 @@ def build(graph: StepGraph, model, budget: Optional[float] = None) -> Problem:
     node_item = {}
     for k, node in enumerate(graph.nodes):
         if node.kind == "pin":
-            item = Item("pin", f"{node.name} #{k}", _fixed(node.layout, True), k, node.outputs[0])
+            item = Item("pin", f"{node.name} #{k}", _fixed(node.layout, True), k,
+                        node.outputs[0] if node.outputs else None)
         else:
             rule = RULES[node.name](node.call)
             choices = _sums_only(rule.choices, node.inputs)

@@ -18,6 +18,8 @@ from .. import modes
 from ..dispatch import as_operand
 from ..dtensor import DTensor
 from ..ops import OpCall
+from ..placement import Replicate
+from ..pytree import flatten
 from .graph import Leaf, Node, StepGraph, Value
 
 
@@ -73,6 +75,15 @@ class Recorder:
                                layout=tuple(out.placements), phase=modes.active.phase,
                                region=modes.active.region))
 
+    def results(self, result) -> None:
+        """The step's DTensor results are read whole by the caller (``float(loss)``): a
+        read of each, replicated, closes the graph."""
+        whole = (Replicate(),) * self.mesh.ndim
+        for out in flatten(result)[0]:
+            if type(out) is DTensor:
+                self.nodes.append(Node("pin", "result", (self.value(out),), (), layout=whole,
+                                       phase="forward", region=""))
+
     def graph(self, leaves, optimizer_slots: int) -> StepGraph:
         """The recorded graph; ``leaves``: (path, value, pinned layout) per DTensor argument."""
         params = {leaf for _, leaf in self.grads}
@@ -91,7 +102,8 @@ def record(step, args, mesh, leaves_at, optimizer_slots):
     leaves = [(path, recorder.leaf(x), pin) for path, x, pin in leaves_at]
     modes.active.autoshard = recorder
     try:
-        step(*args)
+        result = step(*args)
     finally:
         modes.active.autoshard = None
+    recorder.results(result)
     return recorder.graph(leaves, optimizer_slots)

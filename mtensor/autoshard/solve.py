@@ -14,6 +14,10 @@ Beyond ``EXACT_LIMIT`` variables, or without scipy, each mesh dim is decided by 
 in program order (every item takes its cheapest choice given its producers') followed by
 sweeps of iterated conditional modes (each item re-picks given all its neighbours) until
 none changes; memory over the budget is priced by a multiplier doubled until the plan fits.
+
+A mesh dim over the budget with the others as they stand (at first all replicated) holds
+the least memory it can, so the next mesh dim's program has the room; the whole plan's
+memory is checked against the budget at the end (``NoPlan`` when it does not fit).
 """
 from __future__ import annotations
 
@@ -64,6 +68,13 @@ def solve(problem: Problem, model, exact_limit: int = EXACT_LIMIT):
                 stale |= set(dims) - {dim}
         if not stale:
             break
+    if problem.budget is not None:
+        pricer.at(0, assignment)
+        held = _memory_used(problem, pricer, assignment, 0)
+        if held > problem.budget * (1 + 1e-9):
+            raise NoPlan(f"auto_shard: no layout found within the memory budget of "
+                         f"{problem.budget:,.0f} bytes per rank (the least found holds "
+                         f"{held:,.0f}); raise the budget or use a larger mesh")
     return assignment, " + ".join(sorted(methods)) or "nothing to decide", \
         time.perf_counter() - start
 
@@ -136,10 +147,12 @@ def _exact(problem: Problem, pricer: Pricer, assignment, dim: int, index: _Index
             constraint([(base + a * len(want) + b, 1.0) for a in range(len(produced))]
                        + [(index.x[e.dst] + c, -1.0) for c in range(len(dst.choices[dim]))
                           if wanted(dst, dim, c, e.slot) == q], 0, 0)
+    memory = np.zeros(index.nvars)
+    for i, nbytes in problem.memory:
+        for c in range(len(problem.items[i].choices[dim])):
+            memory[index.x[i] + c] += pricer.memory(i, c, nbytes)
     if problem.budget is not None:
-        constraint([(index.x[i] + c, pricer.memory(i, c, nbytes))
-                    for i, nbytes in problem.memory
-                    for c in range(len(problem.items[i].choices[dim]))], 0, problem.budget)
+        constraint([(k, m) for k, m in enumerate(memory) if m], 0, problem.budget)
     integrality = np.zeros(index.nvars)
     for i, item in enumerate(problem.items):
         integrality[index.x[i]:index.x[i] + len(item.choices[dim])] = 1
@@ -148,9 +161,12 @@ def _exact(problem: Problem, pricer: Pricer, assignment, dim: int, index: _Index
     result = milp(cost / scale, integrality=integrality, bounds=(0, 1),
                   constraints=LinearConstraint(matrix, lower, upper))
     if result.x is None:
-        raise NoPlan(f"auto_shard: no layout fits the memory budget of {problem.budget:,.0f} "
-                     f"bytes per rank on mesh dim {dim} ({result.message}); raise the "
-                     f"budget or use a larger mesh")
+        # over budget with the other mesh dims as they stand (at first, all replicated):
+        # hold the least memory this mesh dim can (then the fastest such), so that the next
+        # mesh dim's program sees the room it leaves; the budget is checked at the end
+        objective = memory / max(float(memory.max()), 1e-30) + 1e-6 * cost / scale
+        result = milp(objective, integrality=integrality, bounds=(0, 1),
+                      constraints=LinearConstraint(matrix[:-1], lower[:-1], upper[:-1]))
     for i, item in enumerate(problem.items):
         values = result.x[index.x[i]:index.x[i] + len(item.choices[dim])]
         assignment[i][dim] = int(np.argmax(values))
@@ -207,5 +223,3 @@ def _heuristic(problem: Problem, pricer: Pricer, assignment, dim: int) -> None:
                                                   dim) <= problem.budget:
             return
         penalty = max(penalty * 2, 1e-12)
-    raise NoPlan(f"auto_shard: the heuristic found no layout within the memory budget of "
-                 f"{problem.budget:,.0f} bytes per rank on mesh dim {dim}; raise the budget")
