@@ -10,6 +10,17 @@ bad: X split by rows (the batch), A by rows, B by columns: the sharding rules st
 cheapest way through (the chooser prices every option), but it takes three collectives and
 several times the bytes.
 
+``--annotate x-only`` lets the whole-graph search (``mt.auto_shard``) place the rest: only X
+is pinned (replicated), and the search chooses A, B, H and Y (the weights may not be held
+whole when ``--memory-budget`` is below them: 1 GiB by default, at d 8192 a quarter of A and
+B); the table sets its bill beside the good and bad annotations', and the bad annotation
+pinned whole is diagnosed: its cost against the best plan, and the pin to change.  With
+``--dry-run`` the search runs from shapes alone; under mpiexec the plan also runs and its
+collectives are counted.
+
+    python examples/propagator.py --annotate x-only --dry-run --mesh-size 8 --d 8192
+    mpiexec -n 4 python examples/propagator.py --annotate x-only --d 256
+
 Each row is one step, with the placements it produced and the collectives it inserted
 (bytes per rank, bus-bandwidth convention).  ``--dry-run`` prices the block from shapes
 alone (no arrays, no MPI ranks needed), so ``--d 8192`` runs on a laptop; a real run (under
@@ -88,6 +99,71 @@ def _collective_text(collectives):
                      for (k, d), n in counts.items()) or "none"
 
 
+def block_graph(args, pins):
+    """The block as the search sees it, from shapes: X, A, B arguments, Y read whole."""
+    from mtensor.autoshard import GraphBuilder
+    g = GraphBuilder((args.mesh_size,))
+    x, a, b = (g.leaf(name, shape, np.float32, pins.get(name))
+               for name, shape in shapes(args).items())
+    h = g.op("matmul", x, a)
+    y = g.op("matmul", h, b)
+    g.pin(y, (R,))
+    return g.graph
+
+
+def annotate(args):
+    """The search's plan with only X pinned, beside the hand-written annotations' bills."""
+    from mtensor.autoshard import diagnose_pins, parse_bytes, search
+    from mtensor.autoshard.explain import pins_text
+    budget = parse_bytes(args.memory_budget)
+    auto = search(block_graph(args, {"X": (R,)}), budget=budget)
+    (_, _, h), (_, _, y) = auto.op_layouts()
+    layouts = auto.leaf_layouts()
+    lines = [f"x-only: X {shapes(args)['X']} pinned [R]; the search chose A {list(layouts['A'])}, "
+             f"B {list(layouts['B'])}, H {list(h)}, Y {list(y)} ({auto.method}, "
+             f"{auto.seconds:.3f} s; memory budget {args.memory_budget} per rank)",
+             "| annotation | collectives | comm bytes per rank |", "|---|---|---:|"]
+    for name in ("good", "bad"):
+        args.annotation = name
+        every = [c for _, _, cs in dry_run(args)[0] for c in cs]
+        lines.append(f"| {name} | {_collective_text(every)} | {sum(c[2] for c in every):,} |")
+    every = auto.bill.collectives
+    lines.append(f"| x-only (auto_shard) | {_collective_text(every)} | "
+                 f"{sum(c[2] for c in every):,} |")
+    bad = dict(zip(("X", "A", "B"), ((p,) for p in ANNOTATIONS["bad"])))
+    pinned = search(block_graph(args, bad), budget=budget)
+    lines.append("the bad annotation pinned whole:")
+    lines += pins_text(diagnose_pins(pinned))
+    lines.append(f"totals: collectives {len(every)} bytes {sum(c[2] for c in every)}")
+    if not args.dry_run:
+        lines.append(run_auto(args, layouts))
+    return lines
+
+
+def run_auto(args, layouts):
+    """The x-only plan run under mpiexec through mt.auto_shard: what it really moved."""
+    from mpi4py import MPI
+    if MPI.COMM_WORLD.size != args.mesh_size:
+        raise SystemExit(f"propagator.py: a real run needs {args.mesh_size} ranks "
+                         f"(mpiexec -n {args.mesh_size}), or --dry-run")
+    mesh = mt.init_device_mesh((args.mesh_size,))
+    rng = mt.random.default_rng(0)
+    x, a, b = (rng.standard_normal(s, mesh=mesh, placements=[R]).astype(np.float32)
+               for s in shapes(args).values())
+
+    def block(x, a, b):
+        return (x @ a @ b).redistribute(mesh, [R])
+    plan = mt.auto_shard(block, x, a, b, mesh=mesh, fixed={"x": [R]},
+                         memory_budget=args.memory_budget)
+    step = plan.compile()
+    laid = plan.distribute(x, a, b)
+    with mt.CommDebugMode() as comm:
+        step(*laid)
+    moved = [(r.collective, r.mesh_dim, r.bytes) for r in comm.log]
+    return (f"run: {_collective_text(moved)}, {sum(c[2] for c in moved):,} B per rank "
+            f"(A {list(plan.layout_of('a'))}, B {list(plan.layout_of('b'))})")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mesh-size", type=positive, default=None,
@@ -96,9 +172,18 @@ def main():
     parser.add_argument("--batch", type=positive, default=16)
     parser.add_argument("--annotation", choices=sorted(ANNOTATIONS), default="good")
     parser.add_argument("--dry-run", action="store_true", help="price from shapes alone")
+    parser.add_argument("--annotate", choices=["x-only"],
+                        help="pin X only and let mt.auto_shard place the rest")
+    parser.add_argument("--memory-budget", default="1GiB",
+                        help="per rank, for --annotate (default 1GiB)")
     args = parser.parse_args()
     if args.mesh_size is None:
         args.mesh_size = 8 if args.dry_run else _world_size()
+    if args.annotate:
+        lines = annotate(args)
+        if args.dry_run or _rank() == 0:
+            print("\n".join(lines))
+        return
     rows, held, hidden = (dry_run if args.dry_run else real_run)(args)
     if not args.dry_run and _rank() != 0:
         return

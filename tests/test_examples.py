@@ -1,5 +1,6 @@
 """The examples and the benchmarks' quick modes run as a user would run them."""
 import importlib.util
+import re
 import subprocess
 import sys
 
@@ -171,3 +172,21 @@ def test_gray_scott_numpy_code_writes_through_views(n):
                            timeout=120)
     assert result.returncode == 0, result.stdout
     assert "matches numpy: True" in result.stdout, result.stdout
+
+
+def test_propagator_x_only_lets_auto_shard_find_the_good_annotation_and_blame_a_bad_pin():
+    out = subprocess.run([sys.executable, "examples/propagator.py", "--annotate", "x-only",
+                          "--dry-run", "--mesh-size", "8", "--d", "8192"], cwd=ROOT,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "the search chose A [S(1)], B [S(0)]" in out.stdout
+    assert _totals(out.stdout) == "totals: collectives 1 bytes 917504"    # the good one's
+    ratio = re.search(r"ratio with / without: comm ([0-9.]+)x", out.stdout)
+    assert float(ratio[1]) >= 3 and "change the pin of" in out.stdout, out.stdout
+
+
+def test_propagator_x_only_runs_the_plan_it_prices():
+    result = run_under_mpi(4, ["examples/propagator.py", "--annotate", "x-only", "--d", "64"],
+                           timeout=120)
+    assert result.returncode == 0, result.stdout
+    assert "run: all_reduce (mesh dim 0), 6,144 B per rank" in result.stdout, result.stdout
