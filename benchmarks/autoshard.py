@@ -76,6 +76,8 @@ def search_only(args):
           f"backward and the gradients' layouts) for mesh 2x4: median "
           f"{np.median(times):.3f} s of {args.reps} ({solution.method}); Megatron layouts on "
           f"every block: {megatron}")
+    if not megatron:
+        print("layouts: " + ", ".join(f"{k} {list(v)}" for k, v in layouts.items()))
 
 
 def step_comparison(args):
