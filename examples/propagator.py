@@ -59,15 +59,21 @@ def dry_run(args):
     return rows, held, None
 
 
-def real_run(args):
+def real_arrays(args, placements):
+    """(mesh, X, A, B) for a real run: the arrays drawn from seed 0 and laid out as
+    ``placements`` (one per array) on a 1-D mesh of every rank."""
     from mpi4py import MPI
     if MPI.COMM_WORLD.size != args.mesh_size:
         raise SystemExit(f"propagator.py: a real run needs {args.mesh_size} ranks "
                          f"(mpiexec -n {args.mesh_size}), or --dry-run")
     mesh = mt.init_device_mesh((args.mesh_size,))
     rng = mt.random.default_rng(0)
-    x, a, b = (rng.standard_normal(s, mesh=mesh, placements=[p]).astype(np.float32)
-               for s, p in zip(shapes(args).values(), ANNOTATIONS[args.annotation]))
+    return (mesh, *(rng.standard_normal(s, mesh=mesh, placements=[p]).astype(np.float32)
+                    for s, p in zip(shapes(args).values(), placements)))
+
+
+def real_run(args):
+    mesh, x, a, b = real_arrays(args, ANNOTATIONS[args.annotation])
     rows, steps = [], [("H = X @ A", lambda v: v["X"] @ v["A"], "H"),
                        ("Y = H @ B", lambda v: v["H"] @ v["B"], "Y"),
                        ("Y -> Replicate", lambda v: v["Y"].redistribute(mesh, [R]), "out")]
@@ -136,20 +142,13 @@ def annotate(args):
     lines += pins_text(diagnose_pins(pinned))
     lines.append(f"totals: collectives {len(every)} bytes {sum(c[2] for c in every)}")
     if not args.dry_run:
-        lines.append(run_auto(args, layouts))
+        lines.append(run_auto(args))
     return lines
 
 
-def run_auto(args, layouts):
+def run_auto(args):
     """The x-only plan run under mpiexec through mt.auto_shard: what it really moved."""
-    from mpi4py import MPI
-    if MPI.COMM_WORLD.size != args.mesh_size:
-        raise SystemExit(f"propagator.py: a real run needs {args.mesh_size} ranks "
-                         f"(mpiexec -n {args.mesh_size}), or --dry-run")
-    mesh = mt.init_device_mesh((args.mesh_size,))
-    rng = mt.random.default_rng(0)
-    x, a, b = (rng.standard_normal(s, mesh=mesh, placements=[R]).astype(np.float32)
-               for s in shapes(args).values())
+    mesh, x, a, b = real_arrays(args, (R, R, R))
 
     def block(x, a, b):
         return (x @ a @ b).redistribute(mesh, [R])

@@ -114,17 +114,16 @@ class GraphBuilder:
 
     def op(self, name: str, *inputs, params=(), phase="forward", region="") -> int:
         """Op ``name`` of values (ints) and constants (numpy arrays or scalars)."""
+        refs = tuple(x if isinstance(x, int) and not isinstance(x, bool) else None
+                     for x in inputs)
         operands = tuple(
-            Operand(self.graph.values[x].shape, self.graph.values[x].dtype,
-                    (Replicate(),) * len(self.graph.mesh_shape))
-            if isinstance(x, int) and not isinstance(x, bool) else
-            Operand(np.shape(x), np.asarray(x).dtype, None) for x in inputs)
+            Operand(self.graph.values[v].shape, self.graph.values[v].dtype,
+                    (Replicate(),) * len(self.graph.mesh_shape)) if v is not None else
+            Operand(np.shape(x), np.asarray(x).dtype, None) for v, x in zip(refs, inputs))
         call = OpCall(name, operands, tuple(params), self.graph.mesh_shape)
         out_shape = RULES[name](call).out_shape
         dtype = np.result_type(*[o.dtype for o in operands])
         out = self._value(out_shape, dtype, phase)
-        refs = tuple(x if isinstance(x, int) and not isinstance(x, bool) else None
-                     for x in inputs)
         self.graph.nodes.append(Node("op", name, refs, (out,), call, phase=phase,
                                      region=region))
         return out

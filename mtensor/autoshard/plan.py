@@ -94,10 +94,9 @@ class Plan:
         """The step's arguments (numpy arrays or DTensors where the step takes DTensors)
         laid out as planned; other leaves as they are.  Pass the arguments from the first,
         as many as needed: one argument gives one tree back, several a tuple."""
-        out = []
+        out, layouts = [], self.solution.leaf_layouts()
         for arg, (paths, _) in zip(args, self._trees):
             leaves, rebuild = flatten(arg)
-            layouts = self.solution.leaf_layouts()
             out.append(rebuild([self._lay(leaf, layouts.get(path), path)
                                 for leaf, path in zip(leaves, paths)]))
         return out[0] if len(out) == 1 else tuple(out)

@@ -147,11 +147,11 @@ def _exact(problem: Problem, pricer: Pricer, assignment, dim: int, index: _Index
             constraint([(base + a * len(want) + b, 1.0) for a in range(len(produced))]
                        + [(index.x[e.dst] + c, -1.0) for c in range(len(dst.choices[dim]))
                           if wanted(dst, dim, c, e.slot) == q], 0, 0)
-    memory = np.zeros(index.nvars)
-    for i, nbytes in problem.memory:
-        for c in range(len(problem.items[i].choices[dim])):
-            memory[index.x[i] + c] += pricer.memory(i, c, nbytes)
     if problem.budget is not None:
+        memory = np.zeros(index.nvars)
+        for i, nbytes in problem.memory:
+            for c in range(len(problem.items[i].choices[dim])):
+                memory[index.x[i] + c] += pricer.memory(i, c, nbytes)
         constraint([(k, m) for k, m in enumerate(memory) if m], 0, problem.budget)
     integrality = np.zeros(index.nvars)
     for i, item in enumerate(problem.items):
@@ -160,7 +160,7 @@ def _exact(problem: Problem, pricer: Pricer, assignment, dim: int, index: _Index
     scale = max(float(cost.max()), 1e-30)  # seconds are tiny: keep HiGHS's tolerances apt
     result = milp(cost / scale, integrality=integrality, bounds=(0, 1),
                   constraints=LinearConstraint(matrix, lower, upper))
-    if result.x is None:
+    if result.x is None:      # only the memory constraint can make it infeasible
         # over budget with the other mesh dims as they stand (at first, all replicated):
         # hold the least memory this mesh dim can (then the fastest such), so that the next
         # mesh dim's program sees the room it leaves; the budget is checked at the end
@@ -180,9 +180,9 @@ def _neighbours(problem: Problem) -> Dict[int, list]:
     return out
 
 
-def _local_cost(problem, pricer, assignment, dim, i, c, around, penalty) -> float:
+def _local_cost(problem, pricer, assignment, dim, i, c, around, penalty, held) -> float:
     """Item ``i``'s own price with choice ``c``, its edges' given its neighbours' choices,
-    and its memory times ``penalty``."""
+    and its memory (``held[i]`` bytes whole) times ``penalty``."""
     total = pricer.item_cost(i, c)
     for e in around.get(i, ()):
         src_c = c if e.src == i else assignment[e.src][dim]
@@ -190,9 +190,8 @@ def _local_cost(problem, pricer, assignment, dim, i, c, around, penalty) -> floa
         p = problem.items[e.src].choices[dim][src_c].output
         q = wanted(problem.items[e.dst], dim, dst_c, e.slot)
         total += pricer.edge_cost(e, p, q)
-    if penalty:
-        total += penalty * sum(pricer.memory(i, c, nbytes)
-                               for j, nbytes in problem.memory if j == i)
+    if penalty and i in held:
+        total += penalty * pricer.memory(i, c, held[i])
     return total
 
 
@@ -204,17 +203,20 @@ def _memory_used(problem, pricer, assignment, dim) -> float:
 def _heuristic(problem: Problem, pricer: Pricer, assignment, dim: int) -> None:
     around = _neighbours(problem)
     incoming = {i: [e for e in around.get(i, ()) if e.dst == i] for i in range(len(problem.items))}
+    held: Dict[int, float] = {}
+    for i, nbytes in problem.memory:
+        held[i] = held.get(i, 0.0) + nbytes
     penalty = 0.0
     for _ in range(40):
         for i, item in enumerate(problem.items):   # greedy, producers first
             options = range(len(item.choices[dim]))
             assignment[i][dim] = min(options, key=lambda c: _local_cost(
-                problem, pricer, assignment, dim, i, c, {i: incoming[i]}, penalty))
+                problem, pricer, assignment, dim, i, c, {i: incoming[i]}, penalty, held))
         for _ in range(10):                         # iterated conditional modes
             changed = False
             for i, item in enumerate(problem.items):
                 best = min(range(len(item.choices[dim])), key=lambda c: _local_cost(
-                    problem, pricer, assignment, dim, i, c, around, penalty))
+                    problem, pricer, assignment, dim, i, c, around, penalty, held))
                 changed |= best != assignment[i][dim]
                 assignment[i][dim] = best
             if not changed:
