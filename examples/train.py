@@ -176,6 +176,9 @@ def main():
                         help="where --save-every writes DIR/step-NNNNN (default: checkpoints)")
     parser.add_argument("--resume", metavar="PATH",
                         help="continue the run saved at PATH (a DIR/step-NNNNN) on this mesh")
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
+                        help="where the blocks live: cuda puts them on GPU local_rank %% count "
+                             "(CuPy; collectives through MTENSOR_GPU_COMM, default auto)")
     parser.add_argument("--print-losses", action="store_true",
                         help="print 'loss <step> <value>' for every step run (rank 0)")
     args = parser.parse_args()
@@ -188,7 +191,7 @@ def main():
         example = "x".join(map(str, default_mesh(world.size)))
         raise SystemExit(f"train.py: {err}; e.g. --mesh {example} or --mesh {world.size}"
                          if world.rank == 0 else 1)
-    mesh = mt.init_device_mesh(shape, mesh_dim_names=("dp", "tp"))
+    mesh = mt.init_device_mesh(shape, mesh_dim_names=("dp", "tp"), device_type=args.device)
     batch_split = [Shard(0), Replicate()]
 
     features, onehot, labels = spiral()
@@ -229,14 +232,14 @@ def main():
             if world.rank == 0:
                 bar.write(f"saved {where}")
     held_out = mt.distribute_tensor(features[TRAIN:], mesh, batch_split)
-    predicted = np.argmax(logits(params, held_out), axis=1).full_tensor()
+    predicted = mt.asnumpy(np.argmax(logits(params, held_out), axis=1))
     accuracy = float(np.mean(predicted == labels[TRAIN:]))
     if world.rank == 0:
         if args.print_losses:
             for i in range(first, args.steps):
                 print(f"loss {i + 1} {losses[i]:.17g}")
         mode = "compiled" if args.compile else "eager"
-        print(f"mesh {shape} (dp x tp), {mode}, {args.steps} steps of batch {args.batch}: "
+        print(f"mesh {shape} (dp x tp) on {args.device} ({'/'.join(mesh.backends)}), {mode}, {args.steps} steps of batch {args.batch}: "
               f"loss {losses[0]:.4f} -> {losses[-1]:.4f}, held-out accuracy {accuracy:.3f}")
         if args.compile:
             print(step.explain().summary)

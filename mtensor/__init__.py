@@ -10,7 +10,7 @@ from .checkpoint import load, save
 from .creation import arange, empty, empty_like, full, full_like, ones, ones_like, zeros, zeros_like
 from .debug import CommDebugMode, visualize_sharding
 from .array_methods import install as _install_array_methods
-from .dtensor import DTensor, distribute_tensor
+from .dtensor import DTensor, asnumpy, distribute_tensor
 from .mesh import DeviceMesh, init_device_mesh
 from .numpy_api import (
     all, any, argmax, argmin, astype, clip, copy, dot, einsum, matmul, max, mean, min, prod,
@@ -41,7 +41,7 @@ from .trace_compile.compile import compile, explain
 __all__ = [
     "CollectiveMismatchError", "CommDebugMode", "CostModel", "DTensor", "DeviceMesh", "Partial", "Replicate", "Shard", "all", "any",
     "arange", "auto_shard", "argmax", "argmin", "astype", "broadcast_to", "calibrate", "clip", "compile", "concatenate", "copy", "dot",
-    "einsum", "empty", "empty_like", "expand_dims", "explain", "full", "full_like", "distribute_tensor", "get_cost_model", "grad",
+    "asnumpy", "einsum", "empty", "empty_like", "expand_dims", "explain", "full", "full_like", "distribute_tensor", "get_cost_model", "grad",
     "init_device_mesh", "load", "matmul", "optim", "max", "mean", "min", "moveaxis", "ones", "ones_like", "prod",
     "random", "ravel", "reshape", "save", "set_abort_on_error", "set_checks", "set_cost_model", "set_timeout", "shard_hint", "squeeze", "stack", "std", "stop_gradient", "sum", "swapaxes", "tensordot",
     "transpose", "value_and_grad", "var", "visualize_sharding", "where", "zeros", "zeros_like",

@@ -21,6 +21,7 @@ from . import numpy_api as api
 from . import numpy_shapes as shapes
 from . import inplace, modes, writes
 from .dispatch import dispatch
+from .dtensor import asnumpy
 
 _BINARY = {
     "add": "add", "sub": "subtract", "mul": "multiply", "truediv": "divide",
@@ -141,7 +142,7 @@ class FlatIter:
         np.put(self.base, _flat_positions(key, self.base.size), value)
 
     def __iter__(self):
-        return iter(np.asarray(self.base).ravel())
+        return iter(asnumpy(self.base).ravel())
 
 
 def _flat_positions(key, size):
@@ -254,8 +255,8 @@ METHODS = {
     "__index__": _index,
     "__hash__": None,
     "item": item,
-    "tolist": lambda self: np.asarray(self).tolist(),
-    "tobytes": lambda self, order="C": np.asarray(self).tobytes(order),
+    "tolist": lambda self: asnumpy(self).tolist(),
+    "tobytes": lambda self, order="C": asnumpy(self).tobytes(order),
     "flat": property(FlatIter, _set_flat),
     "real": property(_real),
     "imag": property(_imag),

@@ -8,7 +8,7 @@ from typing import Optional, Sequence
 import numpy as np
 
 from . import modes
-from .device import array_module
+from .device import array_module, to_device, to_host
 from .dtensor import DTensor
 from .numpy_api import implements
 from .placement import Replicate, local_bounds, local_shape, reduced
@@ -58,7 +58,8 @@ def arange(start, stop=None, step=1, dtype=None, *, mesh=None, placements=None) 
     n = max(0, math.ceil((stop - start) / step))
     spec = layout("arange", (n,), mesh, placements, dtype)
     (lo, hi), = local_bounds(spec.shape, mesh.shape, spec.placements, mesh.coordinate)
-    return DTensor((start + step * np.arange(lo, hi)).astype(dtype), spec)
+    xp = array_module(mesh.device_type)
+    return DTensor((start + step * xp.arange(lo, hi)).astype(dtype), spec)
 
 
 @implements(np.linspace)
@@ -68,8 +69,9 @@ def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis
     tracing) and the samples replicated on their mesh."""
     modes.refuse_while_tracing("np.linspace of DTensor bounds")
     mesh = next(b.device_mesh for b in (start, stop) if type(b) is DTensor)
-    out = np.linspace(np.asarray(start), np.asarray(stop), num, endpoint, retstep, dtype, axis)
-    samples = np.asarray(out[0] if retstep else out)
+    start, stop = (to_host(b.full_tensor()) if type(b) is DTensor else b for b in (start, stop))
+    out = np.linspace(start, stop, num, endpoint, retstep, dtype, axis)
+    samples = to_device(out[0] if retstep else out, mesh.device_type)
     spec = DTensorSpec(mesh, (Replicate(),) * mesh.ndim, samples.shape, samples.dtype)
     return (DTensor(samples, spec), out[1]) if retstep else DTensor(samples, spec)
 

@@ -1,23 +1,30 @@
-"""The device layer: which array module holds a block, allocation by shape, type checks
-and transfers to the host; the one module that may import CuPy.
+"""The device layer: which array module holds a block, allocation by shape, type checks,
+host/device copies, stream synchronisation and GPU binding; the one module that may import
+CuPy.
 
 A device type names a numpy-compatible array module (``DEVICES``), imported the first time
 a mesh or block of that type needs it, so CPU installs never import CuPy.  numpy functions
-applied to blocks (``np.copyto``, ``np.full_like``, ``np.ascontiguousarray``, ufuncs) reach
-the block's own module through numpy's protocols (NEP 13 and 18), so the hot paths come here
-only to allocate from a shape (which has no block to dispatch on), to ask whether a value is
-a block, and to cross to the host.  A new device is one line in ``DEVICES``.
+applied to blocks (``np.copyto``, ``np.full_like``, ufuncs) reach the block's own module
+through numpy's protocols (NEP 13 and 18), so the hot paths come here only to allocate from
+a shape (which has no block to dispatch on), to make a block contiguous (``np.asarray`` and
+``np.ascontiguousarray`` convert instead of dispatching), to ask whether a value is a block,
+and to cross between host and device.  A new device is one line in ``DEVICES``.
+
+``"cuda"`` is CuPy, or whatever module ``MTENSOR_CUDA_MODULE`` names: the test suite points
+it at ``mtensor.testing.fakecupy``, a strict numpy-backed stand-in with CuPy's rules, so the
+whole GPU path (binding, staging, NCCL calls, synchronisation) runs where no GPU is.
 """
 from __future__ import annotations
 
 import importlib
+import os
 
 import numpy as np
 
 from . import buffers
 
-# device type -> the array module holding its blocks ("cuda" comes with the GPU backends)
-DEVICES = {"cpu": "numpy"}
+# device type -> the array module holding its blocks
+DEVICES = {"cpu": "numpy", "cuda": os.environ.get("MTENSOR_CUDA_MODULE", "cupy")}
 _modules = {"cpu": np}
 _by_type = {np.ndarray: np}       # block type -> its module, for the devices loaded so far
 
@@ -29,7 +36,13 @@ def array_module(device_type: str):
         if device_type not in DEVICES:
             raise ValueError(f"device_type {device_type!r} is not supported; use one of "
                              f"{tuple(DEVICES)}")
-        module = _modules[device_type] = importlib.import_module(DEVICES[device_type])
+        try:
+            module = importlib.import_module(DEVICES[device_type])
+        except ImportError as e:
+            raise ImportError(
+                f"device_type {device_type!r} needs the {DEVICES[device_type]!r} module "
+                f"({e}); install mtensor with the cuda12 or cuda13 extra") from e
+        _modules[device_type] = module
         _by_type[module.ndarray] = module
     return module
 
@@ -44,6 +57,11 @@ def is_block(value) -> bool:
     return type(value) in _by_type
 
 
+def on_device(block) -> bool:
+    """Whether ``block`` lives in device memory (a block of a loaded device other than numpy)."""
+    return type(block) is not np.ndarray and type(block) in _by_type
+
+
 def empty(shape, dtype, like=None):
     """An uninitialised C-contiguous block on ``like``'s device (host: from the buffer pool)."""
     module = np if like is None else xp(like)
@@ -52,6 +70,67 @@ def empty(shape, dtype, like=None):
     return module.empty(shape, dtype)
 
 
+def empty_on(device_type: str, shape, dtype):
+    """An uninitialised C-contiguous block on ``device_type``."""
+    if device_type == "cpu":
+        return buffers.empty(shape, dtype)
+    return array_module(device_type).empty(shape, dtype)
+
+
+def contiguous(block):
+    """``block`` C-contiguous on its own device (no copy when it is already)."""
+    return xp(block).ascontiguousarray(block)
+
+
 def to_host(block) -> np.ndarray:
     """``block`` as a numpy array (a device-to-host copy off the host)."""
     return block if type(block) is np.ndarray else xp(block).asnumpy(block)
+
+
+def to_device(value, device_type: str):
+    """``value`` (a numpy array, scalar or block of any device) as a block of ``device_type``:
+    the explicit host-to-device copy CuPy asks for; no copy when it is there already."""
+    module = array_module(device_type)
+    if type(value) is module.ndarray:
+        return value
+    if module is np:
+        return np.asarray(to_host(value))
+    return module.asarray(to_host(value) if on_device(value) else np.asarray(value))
+
+
+def synchronize(block) -> None:
+    """Wait until the work queued on the current stream of ``block``'s device (the stream
+    that produced it) is done, before a library outside the stream (MPI) touches its memory.
+    A no-op on the host."""
+    if on_device(block):
+        xp(block).cuda.get_current_stream().synchronize()
+
+
+def cuda_api(block):
+    """The ``cuda`` namespace (streams, events, pinned memory, NCCL) of ``block``'s module."""
+    return xp(block).cuda
+
+
+def bind(device_type: str, local_rank: int) -> int:
+    """Make GPU ``local_rank % count`` this process's current device (``CUDA_VISIBLE_DEVICES``
+    decides what is counted); returns its id.  The host has a single device, 0."""
+    if device_type == "cpu":
+        return 0
+    cuda = array_module(device_type).cuda
+    count = cuda.runtime.getDeviceCount()
+    if count < 1:
+        raise RuntimeError(f"init_device_mesh: device_type {device_type!r} but no GPU is "
+                           f"visible to this process (CUDA_VISIBLE_DEVICES="
+                           f"{os.environ.get('CUDA_VISIBLE_DEVICES')!r})")
+    ident = local_rank % count
+    cuda.Device(ident).use()
+    return ident
+
+
+def set_module(device_type: str, module_name: str) -> None:
+    """Point ``device_type`` at another array module (tests: the fake CuPy).  Call it before
+    the first block or mesh of that type is made."""
+    old = _modules.pop(device_type, None)
+    if old is not None:
+        _by_type.pop(old.ndarray, None)
+    DEVICES[device_type] = module_name

@@ -14,7 +14,7 @@ import cmath
 import numpy as np
 
 from . import modes, views
-from .device import is_block
+from .device import is_block, to_device
 from .comm import guard
 from .dtensor import DTensor, _redistribution, guarded
 from .ops import RULES, OpCall, Operand, choose
@@ -59,7 +59,7 @@ def _finite_nonzero(value) -> bool:
 def _const_key(value):
     if isinstance(value, _SCALARS):
         return type(value), _finite_nonzero(value)
-    value = np.asarray(value)
+    value = value if is_block(value) else np.asarray(value)
     return "const", value.shape, value.dtype, _finite_nonzero(value)
 
 
@@ -284,7 +284,7 @@ def as_operand(value, unsafe: bool = False) -> Operand:
         return Operand(value.shape, value.dtype, value.placements, safe=not unsafe)
     if isinstance(value, _SCALARS):
         return Operand((), np.dtype(type(value)), None, weak=True, safe=_finite_nonzero(value))
-    value = np.asarray(value)
+    value = value if is_block(value) else np.asarray(value)
     return Operand(value.shape, value.dtype, None, safe=_finite_nonzero(value))
 
 
@@ -336,21 +336,25 @@ def _layout_program(operand, layout, mesh, model):
             return None, None
         return _redistribution(operand.spec, layout, model)
     if all(p == Replicate() for p in layout):
-        return None, None
-    return _ConstantBlock(local_slices(np.shape(operand), mesh.shape, layout, mesh.coordinate)), None
+        if mesh.device_type == "cpu" or isinstance(operand, _SCALARS + (np.generic,)):
+            return None, None
+        return _ConstantBlock(Ellipsis, mesh.device_type), None    # a host array: copied up
+    index = local_slices(np.shape(operand), mesh.shape, layout, mesh.coordinate)
+    return _ConstantBlock(index, mesh.device_type), None
 
 
 class _ConstantBlock:
-    """Cuts this rank's block out of a replicated constant (reported to the tracer: the
-    constant may be an argument of a compiled function)."""
+    """Cuts this rank's block out of a replicated constant, on the mesh's device (reported
+    to the tracer: the constant may be an argument of a compiled function)."""
 
-    __slots__ = ("index",)
+    __slots__ = ("index", "device_type")
 
-    def __init__(self, index):
-        self.index = index
+    def __init__(self, index, device_type):
+        self.index, self.device_type = index, device_type
 
     def cut(self, value):
-        return np.asarray(value)[self.index]
+        value = value if is_block(value) else np.asarray(value)
+        return to_device(value[self.index], self.device_type)
 
     def __call__(self, value):
         if modes.active.tracer is None:

@@ -1,6 +1,8 @@
 """The DTensor type: a local block plus the spec (mesh, placements, global shape, dtype).
 
-Constructors (``distribute_tensor``, ``DTensor.from_local``) and layout changes
+Blocks live on the mesh's device: a GPU mesh wraps CuPy arrays, and host data given to a
+constructor is copied there (``distribute_tensor`` cuts and sends on the host, then copies
+each rank's block up).  Constructors (``distribute_tensor``, ``DTensor.from_local``) and layout changes
 (``redistribute``, ``full_tensor``) live here; the collectives come from the redistribute
 planner and executor, the checks from ``spec``.
 """
@@ -133,7 +135,13 @@ class DTensor:
         return DTensor(program(self._local), out_spec)
 
     def __array__(self, dtype=None, copy=None):
-        full = device.to_host(self.full_tensor())      # numpy asks for a numpy array
+        if self.device_mesh.device_type != "cpu":
+            raise TypeError(
+                f"implicit conversion of a DTensor on a {self.device_mesh.device_type!r} mesh "
+                f"to a NumPy array is not allowed (CuPy's rule: it hides a device-to-host "
+                f"copy); call mt.asnumpy(x) for a numpy array, or x.full_tensor() for a "
+                f"device one")
+        full = self.full_tensor()       # numpy asks for a numpy array
         return full if dtype is None else full.astype(dtype)
 
     def __repr__(self) -> str:
@@ -150,7 +158,8 @@ class DTensor:
         ``run_check=True`` every rank's dtype and block shape are checked against that layout
         and a mismatch raises the same error on every rank.
         """
-        local = np.asarray(local)
+        local = device.to_device(local if device.is_block(local) else np.asarray(local),
+                                 device_mesh.device_type)
         placements = check_placements("from_local", placements, device_mesh, local.shape)
         sharded = any(isinstance(p, Shard) for p in placements)
         if shape is None and not sharded and not run_check:
@@ -198,7 +207,8 @@ def _scatter_from(array, spec: DTensorSpec, root: int) -> np.ndarray:
             out[...] = array
         with guarded("distribute_tensor", "broadcast", spec.shape, spec.dtype, mesh):
             mesh.communicator().broadcast(out, root)
-        modes.count_collective("broadcast", -1, out.shape, out.dtype, out.nbytes)
+        modes.count_collective("broadcast", -1, out.shape, out.dtype, out.nbytes,
+                               mesh.whole_backend)
         return out
     coords = mesh_coords(mesh.shape)
     counts = [math.prod(local_shape(spec.shape, mesh.shape, spec.placements, c)) for c in coords]
@@ -210,7 +220,8 @@ def _scatter_from(array, spec: DTensorSpec, root: int) -> np.ndarray:
         )
     with guarded("distribute_tensor", "scatter", spec.shape, spec.dtype, mesh):
         mesh.communicator().scatter(send, out, counts, root)
-    modes.count_collective("scatter", -1, out.shape, out.dtype, out.nbytes)
+    modes.count_collective("scatter", -1, out.shape, out.dtype, out.nbytes,
+                           mesh.whole_backend)
     return out
 
 
@@ -218,7 +229,7 @@ def distribute_tensor(array, device_mesh, placements, src_data_rank: Optional[in
     """Distribute a full array.  Values come from rank ``src_data_rank`` of the mesh (one
     scatter or broadcast); with ``None`` every rank cuts its block from its own copy."""
     modes.refuse_while_tracing("distribute_tensor (make DTensors outside and pass them in)")
-    array = np.asarray(array)
+    array = device.to_host(array) if device.on_device(array) else np.asarray(array)
     placements = check_placements("distribute_tensor", placements, device_mesh, array.shape)
     # Partial mesh dims are sent as Replicate; the planner's local R -> P step then makes the
     # partial terms (Partial(sum) keeps the value at coordinate 0 only).
@@ -234,5 +245,15 @@ def distribute_tensor(array, device_mesh, placements, src_data_rank: Optional[in
                 f"{device_mesh.shape} (0..{device_mesh.size() - 1}); pass one, or None"
             )
         local = _scatter_from(array, spec, src_data_rank)
+    local = device.to_device(local, device_mesh.device_type)
     return DTensor(local, spec)._redistribute(placements)
+
+
+def asnumpy(x) -> np.ndarray:
+    """The whole of DTensor ``x`` as a numpy array on every rank (a collective), from any
+    device: the explicit way out where ``np.asarray`` refuses (a GPU mesh).  Other values go
+    through ``np.asarray`` (device arrays: their own ``asnumpy``)."""
+    if type(x) is DTensor:
+        return device.to_host(x.full_tensor())
+    return device.to_host(x) if device.on_device(x) else np.asarray(x)
 

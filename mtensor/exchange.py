@@ -19,7 +19,7 @@ def sum_ints(mesh, name: str, values) -> np.ndarray:
     with guarded(name, "all_reduce", values.shape, _INT, mesh):
         out = np.asarray(mesh.communicator().sum_ints(values.reshape(-1))).reshape(values.shape)
     modes.count_collective("all_reduce", -1, out.shape, _INT,
-                           bus_bytes("all_reduce", mesh.size(), out.nbytes))
+                           bus_bytes("all_reduce", mesh.size(), out.nbytes), mesh.whole_backend)
     return out
 
 
@@ -27,21 +27,21 @@ def all_gather(mesh, name: str, block, counts) -> np.ndarray:
     """Every rank's 1-D ``block`` (``counts[r]`` elements from rank r), in rank order."""
     out = device.empty((int(np.sum(counts)),), block.dtype, like=block)
     with guarded(name, "all_gather", out.shape, block.dtype, mesh):
-        mesh.communicator().all_gather(np.ascontiguousarray(block), out,
+        mesh.communicator().all_gather(device.contiguous(block), out,
                                        [int(c) for c in counts], None)
     modes.count_collective("all_gather", -1, out.shape, out.dtype,
-                           bus_bytes("all_gather", mesh.size(), out.nbytes))
+                           bus_bytes("all_gather", mesh.size(), out.nbytes), mesh.whole_backend)
     return out
 
 
 def all_to_all(mesh, name: str, block, send, recv, total: int) -> np.ndarray:
     """``send[r]`` elements of 1-D ``block`` (in order) to rank r, ``recv[r]`` from it;
     ``total``: the elements moved over the whole mesh (for the guards' messages)."""
-    block = np.ascontiguousarray(block)
+    block = device.contiguous(block)
     out = device.empty((int(np.sum(recv)),), block.dtype, like=block)
     with guarded(name, "all_to_all", (int(total),), block.dtype, mesh):
         mesh.communicator().all_to_all(block, out, ([int(c) for c in send],
                                                     [int(c) for c in recv]), None)
     modes.count_collective("all_to_all", -1, out.shape, block.dtype,
-                           bus_bytes("all_to_all", mesh.size(), block.nbytes))
+                           bus_bytes("all_to_all", mesh.size(), block.nbytes), mesh.whole_backend)
     return out

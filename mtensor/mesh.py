@@ -3,8 +3,10 @@
 Ranks are laid out row-major over the mesh (an MPI Cartesian communicator without
 reordering), so rank ``r`` of the parent communicator sits at ``np.unravel_index(r, shape)``.
 Each mesh dim (and the whole mesh) gets a ``Communicator`` of the backend chosen for it
-(``comm.BACKENDS``); ``get_group`` still hands out the mpi4py communicator itself.  MPI is
-loaded when the first mesh is built, and so is the abort-on-error hook.
+(``comm.BACKENDS``; ``comm.select`` on a GPU mesh); ``get_group`` still hands out the mpi4py
+communicator itself.  A ``"cuda"`` mesh binds each rank to GPU ``local_rank % count``, the
+local rank coming from an MPI ``COMM_TYPE_SHARED`` split.  MPI is loaded when the first mesh
+is built, and so is the abort-on-error hook.
 """
 from __future__ import annotations
 
@@ -13,8 +15,8 @@ import sys
 from typing import Optional, Sequence, Tuple, Union
 
 from . import comm as _comm
-from .comm import abort
-from .device import DEVICES
+from . import device
+from .comm import abort, select
 
 
 def _mesh_error(what: str, fix: str) -> ValueError:
@@ -39,9 +41,9 @@ def _check_mesh_args(mesh_shape, mesh_dim_names, device_type, comm_size) -> Tupl
                 f"mesh_dim_names {names} must name each of the {len(shape)} mesh dims once",
                 f"pass {len(shape)} distinct names",
             )
-    if device_type not in DEVICES:
+    if device_type not in device.DEVICES:
         raise _mesh_error(f"device_type {device_type!r} is not supported",
-                          f"use one of {tuple(DEVICES)}")
+                          f"use one of {tuple(device.DEVICES)}")
     return shape
 
 
@@ -49,7 +51,9 @@ class DeviceMesh:
     """An N-D grid of ranks with a communicator for the whole mesh and one per mesh dim."""
 
     def __init__(self, comm, shape, dim_names, device_type, groups, coordinate,
-                 backends=("mpi",)):
+                 communicators, whole):
+        """``communicators``: (backend name, Communicator) per mesh dim; ``whole``: the pair
+        of the whole mesh."""
         from mpi4py import MPI
         self.comm = comm
         self.shape: Tuple[int, ...] = tuple(shape)
@@ -58,9 +62,10 @@ class DeviceMesh:
         )
         self.device_type = device_type
         self._groups = tuple(groups)
-        self.backends = tuple(backends)
-        self._communicators = tuple(_comm.backend(b)(g) for b, g in zip(self.backends, groups))
-        self._whole = _comm.backend(self.backends[0])(comm)
+        self._communicators = tuple(c for _, c in communicators)
+        self.whole_backend, self._whole = whole
+        # the backend that runs each mesh dim's collectives ("mpi", "staged", "nccl", ...)
+        self.backends = tuple(name for name, _ in communicators)
         self.coordinate: Tuple[int, ...] = tuple(coordinate)
         world = MPI.COMM_WORLD.Get_group()
         group = comm.Get_group()
@@ -69,7 +74,7 @@ class DeviceMesh:
         # device and backends too: a plan bound on one mesh must not run on a twin whose
         # communicators differ
         self._key = (self.shape, self.mesh_dim_names, self._world_ranks, device_type,
-                     self.backends)
+                     self.backends, tuple(id(c) for c in self._communicators))
         self._hash = hash(self._key)
         self._submeshes = {}
 
@@ -105,9 +110,10 @@ class DeviceMesh:
         if dim not in self._submeshes:
             group = self._groups[dim]
             names = None if self.mesh_dim_names is None else (self.mesh_dim_names[dim],)
+            mine = (self.backends[dim], self._communicators[dim])
             self._submeshes[dim] = DeviceMesh(
                 group, (self.shape[dim],), names, self.device_type, (group,),
-                (self.coordinate[dim],), (self.backends[dim],),
+                (self.coordinate[dim],), (mine,), mine,
             )
         return self._submeshes[dim]
 
@@ -131,39 +137,70 @@ class DeviceMesh:
 
     def __repr__(self) -> str:
         names = "" if self.mesh_dim_names is None else f", mesh_dim_names={self.mesh_dim_names}"
-        return f"DeviceMesh({self.device_type!r}, shape={self.shape}{names})"
+        comm = "" if self.device_type == "cpu" else f", backends={self.backends}"
+        return f"DeviceMesh({self.device_type!r}, shape={self.shape}{names}{comm})"
 
 
-def init_device_mesh(
-    mesh_shape: Sequence[int],
-    mesh_dim_names: Optional[Sequence[str]] = None,
-    device_type: Optional[str] = None,
-    comm=None,
-    backend: Union[str, Sequence[str]] = "mpi",
-) -> DeviceMesh:
-    """Build a mesh over ``comm`` (``MPI.COMM_WORLD`` by default); collective over ``comm``.
-    ``backend``: the communication backend of every mesh dim, or one name per mesh dim."""
+def init_device_mesh(*args, **kwargs) -> DeviceMesh:
+    """``init_device_mesh(mesh_shape, mesh_dim_names=None, device_type=None, comm=None,
+    backend=None)``: build a mesh over ``comm`` (``MPI.COMM_WORLD`` by default); collective
+    over ``comm``.
+
+    DTensor's positional form works too: ``init_device_mesh("cuda", (2, 4), mesh_dim_names=
+    ...)``.  ``backend``: the communication backend of every mesh dim, or one name per mesh
+    dim (default: ``"mpi"`` on the host; on a GPU ``MTENSOR_GPU_COMM`` or ``"auto"``)."""
+    if args and isinstance(args[0], str):       # init_device_mesh(device_type, mesh_shape, ...)
+        kwargs["device_type"], args = args[0], args[1:]
+    return _build(*args, **kwargs)
+
+
+def _build(mesh_shape: Sequence[int], mesh_dim_names: Optional[Sequence[str]] = None,
+           device_type: Optional[str] = None, comm=None,
+           backend: Union[str, Sequence[str], None] = None) -> DeviceMesh:
     from mpi4py import MPI
     abort.install_once()
     comm = MPI.COMM_WORLD if comm is None else comm
     device_type = "cpu" if device_type is None else device_type
     shape = _check_mesh_args(mesh_shape, mesh_dim_names, device_type, comm.size)
+    backend = select.default_backend(device_type) if backend is None else backend
     backends = (backend,) * len(shape) if isinstance(backend, str) else tuple(backend)
     if len(backends) != len(shape):
         raise _mesh_error(f"backend {backend!r} names {len(backends)} backends for "
                           f"{len(shape)} mesh dims", "give one name, or one per mesh dim")
     for name in backends:
-        _comm.backend(name)
+        if name != "auto":
+            _comm.backend(name)
     key = (comm.py2f(), shape, None if mesh_dim_names is None else tuple(mesh_dim_names),
-           device_type, backends)
+           device_type, device.DEVICES[device_type], backends)
     mesh = _built.get(key)
     if mesh is None:
+        _bind(device_type, comm)
         cart = comm.Create_cart(list(shape), periods=[False] * len(shape), reorder=False)
         coordinate = cart.Get_coords(cart.rank)
         groups = [cart.Sub([d == k for k in range(len(shape))]) for d in range(len(shape))]
+        communicators = [_communicator(b, g, device_type) for b, g in zip(backends, groups)]
+        whole = _communicator(backends[0], cart, device_type)
         mesh = _built[key] = DeviceMesh(cart, shape, mesh_dim_names, device_type, groups,
-                                        coordinate, backends)
+                                        coordinate, communicators, whole)
     return mesh
+
+
+def _communicator(name: str, raw, device_type: str):
+    """(name, backend ``name`` over ``raw``); ``auto``: what ``select`` picks for the group."""
+    if name == "auto":
+        name = "mpi" if device_type == "cpu" else select.choose(device_type, raw)
+    return name, _comm.backend(name)(raw)
+
+
+def _bind(device_type: str, comm) -> None:
+    """Bind this rank to its GPU: ``local_rank % count`` among the ranks of its node."""
+    if device_type == "cpu":
+        return
+    from mpi4py import MPI
+    node = comm.Split_type(MPI.COMM_TYPE_SHARED)
+    local_rank = node.rank
+    node.Free()
+    device.bind(device_type, local_rank)
 
 
 def world_mesh() -> DeviceMesh:

@@ -37,11 +37,12 @@ def is_tracked(value) -> bool:
     return tape is not None and id(value) in tape.tracked
 
 
-def count_collective(collective: str, mesh_dim: int, shape, dtype, nbytes: int) -> None:
+def count_collective(collective: str, mesh_dim: int, shape, dtype, nbytes: int,
+                     backend: str = "mpi") -> None:
     """Called by the executors right after a collective returns (one list check when no
-    CommDebugMode is active)."""
+    CommDebugMode is active); ``backend``: the communicator's name (``mpi``, ``nccl``, ...)."""
     for counter in active.counters:
-        counter.add(collective, mesh_dim, shape, dtype, nbytes)
+        counter.add(collective, mesh_dim, shape, dtype, nbytes, backend)
 
 
 def effect(name: str, fn, *args) -> None:

@@ -18,7 +18,7 @@ import operator
 
 import numpy as np
 
-from . import modes
+from . import device, modes
 from .dtensor import DTensor, guarded
 from .numpy_api import _dt, implements, matmul, refuse
 from .numpy_api import sum as _sum
@@ -103,7 +103,7 @@ def _tsqr_blocks(a, mode):
     rows, nblocks = stacked_rows(a.shape, mesh.shape, layout)
     q, r = local_qr(block, mode)
     if nblocks > 1:
-        stacked = DTensor.from_local(np.ascontiguousarray(r), mesh, layout, shape=(rows, n))
+        stacked = DTensor.from_local(device.contiguous(r), mesh, layout, shape=(rows, n))
         q2, r = local_qr(stacked.full_tensor(), mode)
         if q is not None:
             start = local_offset((rows, n), mesh.shape, layout, mesh.coordinate)[0]

@@ -6,13 +6,19 @@ of (seed, k, i) (SplitMix64's finalizer over a Weyl sequence, as in Steele, Lea 
 own block with no communication and any mesh or placements give the same tensor.  Every rank
 advances the draw counter alike, so successive calls differ.  The numbers are not those of
 ``numpy.random``.
+
+On a GPU mesh the same arithmetic runs on the device (64-bit integer ops), so integers and
+``random``/``uniform`` floats equal the host's bit for bit; ``standard_normal`` and ``normal``
+go through the device's ``log1p``/``sqrt``/``cos``, which may differ from numpy's in the last
+ulp.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from .dtensor import DTensor
 from .creation import layout
+from .device import array_module
+from .dtensor import DTensor
 from .placement import local_bounds
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
@@ -26,15 +32,17 @@ def _mix(z: np.ndarray) -> np.ndarray:
     return z ^ (z >> np.uint64(31))
 
 
-def _global_index(spec) -> np.ndarray:
-    """Row-major global position of every element of this rank's block (uint64)."""
+def _global_index(spec):
+    """Row-major global position of every element of this rank's block (uint64, on the
+    mesh's device)."""
     mesh = spec.mesh
+    xp = array_module(mesh.device_type)
     bounds = local_bounds(spec.shape, mesh.shape, spec.placements, mesh.coordinate)
-    index = np.zeros((1,) * len(spec.shape), np.uint64)
+    index = xp.zeros((1,) * len(spec.shape), np.uint64)
     stride = 1
     for d in reversed(range(len(spec.shape))):
         lo, hi = bounds[d]
-        along = np.arange(lo, hi, dtype=np.uint64) * np.uint64(stride)
+        along = xp.arange(lo, hi, dtype=np.uint64) * np.uint64(stride)
         index = index + along.reshape((-1,) + (1,) * (len(spec.shape) - 1 - d))
         stride *= spec.shape[d]
     return index
@@ -56,7 +64,7 @@ class Generator:
             bits = [_mix(base + (index + np.uint64(k + 1)) * _GOLDEN) for k in range(per_element)]
         return spec, bits
 
-    def _unit(self, bits) -> np.ndarray:
+    def _unit(self, bits):
         """Floats uniform in [0, 1) from the top 53 bits."""
         return (bits >> np.uint64(11)).astype(np.float64) * 2.0 ** -53
 

@@ -1,5 +1,5 @@
 """The communication layer: the ``Communicator`` protocol and its backends (the only MPI
-calls), chosen per mesh dim when a mesh is built; guards (abort, check mode, timeout).
+calls), chosen per mesh dim when a mesh is built (``select`` for GPU meshes); guards (abort, check mode, timeout).
 
 Backends are imported when a mesh first asks for one, so importing mtensor (and its pure
 planning code) does not load libmpi.  A new backend is one file plus one line here (or a
@@ -11,7 +11,12 @@ import importlib
 from .protocol import Communicator
 
 # name -> "module:class"; the class is called with the library communicator of a mesh dim
-BACKENDS = {"mpi": "mtensor.comm.mpi_host:MPIHost"}
+BACKENDS = {
+    "mpi": "mtensor.comm.mpi_host:MPIHost",            # host buffers
+    "staged": "mtensor.comm.staged:Staged",            # device buffers via pinned host copies
+    "cuda-aware": "mtensor.comm.cuda_aware:CudaAware",  # device pointers to a CUDA-aware MPI
+    "nccl": "mtensor.comm.nccl:NCCL",                  # cupy.cuda.nccl
+}
 
 
 def register_backend(name: str, factory) -> None:

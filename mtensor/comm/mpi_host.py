@@ -38,6 +38,12 @@ def _mpi_op(op: str, dtype: np.dtype):
     return (_MPI_FLOAT_OPS if dtype.kind in "fc" else _MPI_OPS)[op]
 
 
+def builtin_op(op: str, dtype: np.dtype):
+    """MPI's own op for ``op`` (no NaN carrying): what device buffers get, since a Python
+    op cannot read device memory; the caller carries NaN (``comm.nan_flags``)."""
+    return (_MPI_BOOL_OPS if dtype.kind == "b" else _MPI_OPS)[op]
+
+
 def _bytes(buf: np.ndarray, counts=None):
     """A byte-typed MPI buffer spec over contiguous ``buf`` (counts given in elements)."""
     if counts is None:
@@ -53,12 +59,16 @@ def _even(counts) -> bool:
 class MPIHost:
     """mpi4py on host buffers over one communicator (a mesh dim's, or the whole mesh's)."""
 
+    name = "mpi"
+
     def __init__(self, raw):
         self.raw, self.size, self.rank = raw, raw.size, raw.rank
 
+    _op = staticmethod(_mpi_op)
+
     def all_reduce(self, send, recv, counts, op) -> None:
         self.raw.Allreduce(MPI.IN_PLACE if send is recv else send, recv,
-                           _mpi_op(op, recv.dtype))
+                           self._op(op, recv.dtype))
 
     def all_gather(self, send, recv, counts, op) -> None:
         if _even(counts):
@@ -68,9 +78,9 @@ class MPIHost:
 
     def reduce_scatter(self, send, recv, counts, op) -> None:
         if _even(counts):
-            self.raw.Reduce_scatter_block(send, recv, _mpi_op(op, recv.dtype))
+            self.raw.Reduce_scatter_block(send, recv, self._op(op, recv.dtype))
         else:
-            self.raw.Reduce_scatter(send, recv, list(counts), _mpi_op(op, recv.dtype))
+            self.raw.Reduce_scatter(send, recv, list(counts), self._op(op, recv.dtype))
 
     def all_to_all(self, send, recv, counts, op) -> None:
         # always the v-variant: a rank's own counts may be even while another's are not
@@ -82,15 +92,15 @@ class MPIHost:
         raw = self.raw
         if kind == "all_reduce":
             return raw.Iallreduce(MPI.IN_PLACE if send is recv else send, recv,
-                                  _mpi_op(op, recv.dtype))
+                                  self._op(op, recv.dtype))
         if kind == "all_gather":
             if _even(counts):
                 return raw.Iallgather(_bytes(send), _bytes(recv))
             return raw.Iallgatherv(_bytes(send), _bytes(recv, counts))
         if kind == "reduce_scatter":
             if _even(counts):
-                return raw.Ireduce_scatter_block(send, recv, _mpi_op(op, recv.dtype))
-            return raw.Ireduce_scatter(send, recv, list(counts), _mpi_op(op, recv.dtype))
+                return raw.Ireduce_scatter_block(send, recv, self._op(op, recv.dtype))
+            return raw.Ireduce_scatter(send, recv, list(counts), self._op(op, recv.dtype))
         send_counts, recv_counts = counts
         return raw.Ialltoallv(_bytes(send, send_counts), _bytes(recv, recv_counts))
 

@@ -25,6 +25,7 @@ class CommRecord:
     bytes: int
     region: str = ""
     phase: str = "forward"
+    backend: str = "mpi"
 
 
 class CommDebugMode:
@@ -41,9 +42,10 @@ class CommDebugMode:
     def __exit__(self, *exc) -> None:
         modes.active.counters.remove(self)
 
-    def add(self, collective: str, mesh_dim: int, shape, dtype, nbytes: int) -> None:
+    def add(self, collective: str, mesh_dim: int, shape, dtype, nbytes: int,
+            backend: str = "mpi") -> None:
         self.log.append(CommRecord(collective, mesh_dim, tuple(shape), str(dtype), int(nbytes),
-                                   modes.active.region, modes.active.phase))
+                                   modes.active.region, modes.active.phase, backend))
 
     def get_total_counts(self) -> int:
         return len(self.log)
@@ -51,6 +53,11 @@ class CommDebugMode:
     def get_comm_counts(self) -> Dict[str, int]:
         """Number of calls per collective name (``all_reduce``, ``all_gather``, ...)."""
         return dict(Counter(r.collective for r in self.log))
+
+    def get_backend_counts(self) -> Dict[str, int]:
+        """Number of calls per communication backend that ran them (``mpi``, ``staged``,
+        ``cuda-aware``, ``nccl``)."""
+        return dict(Counter(r.backend for r in self.log))
 
     def get_comm_bytes(self) -> Dict[str, int]:
         """Bytes this rank moved per collective name, bus-bandwidth convention."""

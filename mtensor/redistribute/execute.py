@@ -33,7 +33,7 @@ def _front_axes(ndim, dim):
 def _to_front(a: np.ndarray, dim: int) -> np.ndarray:
     """``a`` with ``dim`` moved to axis 0, C-contiguous (no copy when it already is)."""
     if dim == 0:
-        return np.ascontiguousarray(a)
+        return device.contiguous(a)
     out = device.empty(_front_shape(a.shape, dim), a.dtype, like=a)
     np.copyto(out, a.transpose(_front_axes(a.ndim, dim)))
     return out
@@ -79,7 +79,8 @@ class Collective:
     def count(self, nbytes=None) -> None:
         """Report this collective to the active CommDebugModes."""
         modes.count_collective(self.kind, self.mesh_dim, self.out_shape, self.dtype,
-                               self.nbytes if nbytes is None else nbytes)
+                               self.nbytes if nbytes is None else nbytes,
+                               self.mesh.backends[self.mesh_dim])
 
 
 def _same(a):
@@ -120,7 +121,7 @@ def _divide(out, n):
 
 def _all_reduce(step: Step, b: _RankPlan):
     shape = b.local_shape(step.before)
-    return b.collective(step, step.before, shape, None, np.ascontiguousarray, _same)
+    return b.collective(step, step.before, shape, None, device.contiguous, _same)
 
 
 def _all_gather(step: Step, b: _RankPlan):

@@ -2,6 +2,7 @@
 that fails on one rank fails on every rank, by name: see lockstep.py)."""
 import pytest
 
+import device_legs
 import lockstep
 import mtensor as mt
 from mpi_helpers import mesh_shapes
@@ -20,3 +21,10 @@ def mesh(request):
     if len(request.param) > deepest:
         pytest.skip(f"{request.module.__name__} runs on meshes of up to {deepest} dims")
     return mt.init_device_mesh(request.param)
+
+
+@pytest.fixture(params=["numpy", "fake", "cupy"])
+def xp(request):
+    """Where blocks live: numpy (CPU mesh), the strict fake CuPy, real CuPy (skipped without
+    a GPU); see device_legs.py for what each leg proves."""
+    return device_legs.leg(request.param)

@@ -1,0 +1,1 @@
+"""Test aids shipped with mtensor."""
