@@ -87,6 +87,12 @@ def to_host(block) -> np.ndarray:
     return block if type(block) is np.ndarray else xp(block).asnumpy(block)
 
 
+def like(value, block):
+    """Host ``value`` (an array) on ``block``'s device, for kernels that mix a small
+    constant (a convolution kernel, a NaN row) into a block; unchanged on the host."""
+    return xp(block).asarray(value) if on_device(block) else value
+
+
 def to_device(value, device_type: str):
     """``value`` (a numpy array, scalar or block of any device) as a block of ``device_type``:
     the explicit host-to-device copy CuPy asks for; no copy when it is there already."""
@@ -125,6 +131,20 @@ def bind(device_type: str, local_rank: int) -> int:
     ident = local_rank % count
     cuda.Device(ident).use()
     return ident
+
+
+def through_host(kernel):
+    """``kernel`` (a numpy kernel) made to accept device blocks too: they are copied down,
+    the kernel runs on the host and array results are copied up.  For the few kernels CuPy
+    lacks (ufunc methods other than add/multiply reductions); numpy blocks pay one type
+    check."""
+    def run(*args, **kwargs):
+        device = next((a for a in args if on_device(a)), None)
+        if device is None:
+            return kernel(*args, **kwargs)
+        out = kernel(*(to_host(a) if on_device(a) else a for a in args), **kwargs)
+        return xp(device).asarray(out) if isinstance(out, (np.ndarray, np.generic)) else out
+    return run
 
 
 def set_module(device_type: str, module_name: str) -> None:

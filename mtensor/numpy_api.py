@@ -14,7 +14,7 @@ import numpy as np
 
 from . import dispatch as _dispatch
 from . import inplace
-from .dtensor import DTensor
+from .dtensor import DTensor, asnumpy
 from .placement import reduced
 
 HANDLED: dict = {}
@@ -60,7 +60,7 @@ def _tensor(x):
 
 def _host(value):
     """A value every rank needs whole (an index, a condition): DTensors are gathered."""
-    return np.asarray(value) if type(value) is DTensor else value
+    return asnumpy(value) if type(value) is DTensor else value
 
 
 # --- ufuncs ------------------------------------------------------------------------------

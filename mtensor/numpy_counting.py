@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import device
 from .dtensor import DTensor, guarded
 from .numpy_api import implements, refuse
 from .numpy_shapes import ravel
@@ -41,7 +42,8 @@ def searchsorted(a, v, side="left", sorter=None):
     refuse("searchsorted", sorter=sorter)
     if type(a) is not DTensor:
         v = _prepare("searchsorted", v, differentiable=False)
-        return _wrap(np.searchsorted(np.asarray(a), v.to_local(), side), v.device_mesh,
+        a = device.to_device(np.asarray(a), v.device_mesh.device_type)
+        return _wrap(np.searchsorted(a, v.to_local(), side), v.device_mesh,
                      v.placements, v.shape)
     a = _prepare("searchsorted", a, differentiable=False)
     if a.ndim != 1:
@@ -56,15 +58,16 @@ def searchsorted(a, v, side="left", sorter=None):
         values, shape = v.redistribute(placements=keep).to_local(), v.shape
     else:
         keep = (Replicate(),) * len(split)
-        values, shape = np.asarray(v), np.shape(v)
-    local = np.asarray(np.searchsorted(a.to_local(), values, side), dtype=np.intp)
+        values = device.to_device(np.asarray(v), a.device_mesh.device_type)
+        shape = values.shape
+    local = np.searchsorted(a.to_local(), values, side).astype(np.intp, copy=False)
     out = tuple(Partial("sum") if s else p for s, p in zip(split, keep))
     return _wrap(local, a.device_mesh, out, shape)
 
 
 def _extrema(mesh, name, block):
     """Global ``(min, max)`` of the blocks (NaN if any is), or None when all are empty."""
-    mine = (block.min(), block.max()) if block.size else None
+    mine = (block.min().item(), block.max().item()) if block.size else None
     with guarded(name, "allgather", (), np.uint8, mesh):
         seen = [s for s in mesh.communicator().allgather_object(mine) if s is not None]
     if not seen:
@@ -130,13 +133,16 @@ def histogram(a, bins=10, range=None, density=None, weights=None):
     local_range = (edges[0], edges[-1]) if np.ndim(bins) == 0 else None
     probe, _ = np.histogram(np.zeros(1, a.dtype), local_bins, local_range,
                             weights=None if w is None else np.ones(1, w.dtype))
+    if np.ndim(local_bins):
+        local_bins = device.to_device(local_bins, a.device_mesh.device_type)
     counts, _ = np.histogram(block, local_bins, local_range, weights=w)
     counts = counts.astype(probe.dtype, copy=False)   # an empty block's dtype as the others'
     mesh, whole = a.device_mesh, (Replicate(),) * a.device_mesh.ndim
     hist = _wrap(counts, mesh, _terms(a.placements), counts.shape)
     if density:
         n = hist.redistribute(placements=whole).to_local()
-        hist = _wrap(n / np.array(np.diff(edges), float) / n.sum(), mesh, whole, n.shape)
+        widths = device.to_device(np.diff(edges).astype(float), mesh.device_type)
+        hist = _wrap(n / widths / n.sum(), mesh, whole, n.shape)
     return hist, _wrap(edges, mesh, whole, edges.shape)
 
 

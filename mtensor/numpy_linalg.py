@@ -45,7 +45,8 @@ def _whole(x):
 
 
 def _replicated(block, mesh) -> DTensor:
-    return DTensor.from_local(np.asarray(block), mesh, (Replicate(),) * mesh.ndim)
+    block = block if device.is_block(block) else np.asarray(block)
+    return DTensor.from_local(block, mesh, (Replicate(),) * mesh.ndim)
 
 
 def _adjoint(x):

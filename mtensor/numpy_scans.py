@@ -24,7 +24,8 @@ import numpy as np
 
 from numpy.lib.array_utils import normalize_axis_index, normalize_axis_tuple
 
-from .dtensor import DTensor
+from . import device
+from .dtensor import DTensor, asnumpy
 from .numpy_api import _axis, _dtype, _out, _run, _tensor, implements, refuse
 from .ops.halo import halo_width
 from .ops.ufunc_methods import gathered, scan_mesh_dims
@@ -203,7 +204,7 @@ def convolve(a, v, mode="full"):
     (numpy swaps them) gathers ``a``."""
     if type(a) is not DTensor:
         a, v = v, a                       # convolution commutes
-    kernel = np.asarray(v)
+    kernel = asnumpy(v)
     if a.ndim != 1 or kernel.ndim != 1:
         raise ValueError("object too deep for desired array")
     if a.shape[0] == 0:
@@ -215,7 +216,8 @@ def convolve(a, v, mode="full"):
     _numeric("convolve", a, kernel)
     m = kernel.size
     if m > a.shape[0]:
-        out = np.convolve(np.asarray(a), kernel, mode)
+        whole = a.full_tensor()
+        out = np.convolve(whole, device.like(kernel, whole), mode)
         mesh = a.device_mesh
         return DTensor.from_local(out, mesh, (Replicate(),) * mesh.ndim, shape=out.shape)
     before, after = {"full": (m - 1, m - 1), "same": (m - 1 - (m - 1) // 2, (m - 1) // 2),

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .dtensor import DTensor
+from .dtensor import DTensor, asnumpy
 from .numpy_api import implements, refuse
 from .numpy_select import take
 from .numpy_shapes import concatenate, getitem, ravel
@@ -22,7 +22,7 @@ def isin(element, test_elements, assume_unique=False, invert=False, *, kind=None
     if type(element) is not DTensor:
         return np.isin(np.asarray(element), np.asarray(test_elements), assume_unique,
                        invert, kind=kind)
-    values = np.unique(np.asarray(test_elements))       # a collective for a DTensor
+    values = np.unique(asnumpy(test_elements))          # a collective for a DTensor
     if values.size == 0:
         found = np.zeros_like(element, dtype=bool)
     else:

@@ -27,7 +27,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.lib.array_utils import normalize_axis_index, normalize_axis_tuple
 
-from . import exchange, modes
+from . import device, exchange, modes
 from .dtensor import DTensor
 from .numpy_api import implements, refuse
 from .numpy_shapes import ravel, reshape
@@ -48,7 +48,9 @@ def _prepare(name: str, a, differentiable: bool = True) -> DTensor:
 
 
 def _wrap(local, mesh, placements, shape) -> DTensor:
-    local = np.asarray(local)
+    """``local`` (a block, or host values) as this rank's block on the mesh's device."""
+    local = device.to_device(local if device.is_block(local) else np.asarray(local),
+                             mesh.device_type)
     return DTensor(local, DTensorSpec(mesh, tuple(placements), tuple(shape), local.dtype))
 
 
@@ -88,10 +90,12 @@ def _sample_sort(mesh, name, keys, payloads, runs, together=False):
         return [keys, *payloads], np.zeros(0, np.intp), np.zeros((p, p), np.int64)
     mine = keys[plan.sample_positions(len(keys), p)]
     counts = [len(plan.sample_positions(int(n), p)) for n in runs]
-    samples = exchange.all_gather(mesh, name, mine, counts)
+    # the splitters are picked on the host (p * p samples); a device run is cut on a host copy
+    samples = device.to_host(exchange.all_gather(mesh, name, mine, counts))
     ranks, positions = plan.sample_owners(runs, p)
     pick = np.argsort(samples, kind="stable")[plan.splitter_picks(len(samples), p)]
-    cuts = plan.cut_points(keys, me, samples[pick], ranks[pick], positions[pick], together)
+    cuts = plan.cut_points(device.to_host(keys), me, samples[pick], ranks[pick],
+                           positions[pick], together)
     matrix = np.zeros((p, p), np.int64)
     matrix[me] = plan.bucket_counts(cuts, len(keys))
     matrix = exchange.sum_ints(mesh, name, matrix.ravel()).reshape(p, p)
@@ -183,7 +187,7 @@ def argpartition(a, kth, axis=-1, kind="introselect", order=None):
 
 def _run_starts(keys) -> np.ndarray:
     """Where a new value starts in sorted ``keys`` (NaNs count as one value, as numpy's)."""
-    starts = np.ones(len(keys), bool)
+    starts = np.ones_like(keys, dtype=bool)
     starts[1:] = keys[1:] != keys[:-1]
     if keys.dtype.kind in "fc":
         nan = np.isnan(keys)
@@ -266,8 +270,10 @@ def _quantile_like(name, fn, a, q, axis, keepdims, **kwargs):
     dtype = np.asarray(fn(np.zeros((1,) * a.ndim, a.dtype), *args, axis=axis, **kwargs)).dtype
     if a.size and not block.size:
         mesh = a.device_mesh
-        local = np.empty(local_shape(shape, mesh.shape, placements, mesh.coordinate), dtype)
-    return _wrap(np.asarray(local).astype(dtype, copy=False), a.device_mesh, placements, shape)
+        local = device.empty_on(mesh.device_type,
+                                local_shape(shape, mesh.shape, placements, mesh.coordinate), dtype)
+    local = local if device.is_block(local) else np.asarray(local)
+    return _wrap(local.astype(dtype, copy=False), a.device_mesh, placements, shape)
 
 
 def _quantiles(name, fn):

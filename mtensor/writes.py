@@ -17,9 +17,9 @@ from functools import lru_cache
 
 import numpy as np
 
-from . import modes, views
+from . import device, modes, views
 from .dispatch import dispatch
-from .dtensor import DTensor
+from .dtensor import DTensor, asnumpy
 from .ops.index_plan import (
     block_plan, check_value_shape, is_advanced, normalize_index, region_index, region_layout,
     value_placements,
@@ -118,7 +118,7 @@ def host_key(key):
     out = []
     for k in parts:
         if type(k) is DTensor:
-            k = np.asarray(k)
+            k = asnumpy(k)
             if k.ndim == 0 and k.dtype.kind in "iu":
                 k = int(k)
         out.append(k)
@@ -166,7 +166,8 @@ def assign(target: DTensor, entries, value, casting=None, op: str = "setitem",
         check_same_mesh(op, target.device_mesh, value.device_mesh)
         local = _value_block(value, region, want, op)
     else:
-        value = np.asarray(value)
+        value = device.to_device(value if device.is_block(value) else np.asarray(value),
+                                 target.device_mesh.device_type)
         shape = check_value_shape(op, value.shape, region)
         local = np.broadcast_to(_constant_term(target, value.reshape(shape)), region)
         offsets = None

@@ -11,7 +11,7 @@ import math
 import numpy as np
 
 from .. import modes
-from ..dtensor import DTensor
+from ..dtensor import DTensor, asnumpy
 from ..ops.contraction import einsum_form
 from ..ops.index_plan import plain_key
 from ..ops.registry import Operand, OpCall, normalize_axes
@@ -189,7 +189,7 @@ def _whole(value, what: str):
     if type(value) is DTensor:
         modes.refuse_while_tracing(f"the gradient of {what} with DTensor operands (it "
                                    f"gathers them)")
-    return np.asarray(value)
+    return asnumpy(value)
 
 
 def _added_at(g, like, key):

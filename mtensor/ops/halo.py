@@ -22,6 +22,7 @@ from functools import lru_cache
 
 import numpy as np
 
+from ..device import like
 from ..placement import Partial, Replicate, Shard
 from .registry import Choice, OpCall, Strategy, register
 from .ufunc_methods import axis_blocks, scan_mesh_dims
@@ -87,7 +88,7 @@ def halo_edges_rule(call: OpCall) -> Strategy:
         m = a.shape[axis]
         block_shape = list(a.shape)
         block_shape[axis] = 2 * width
-        out = np.zeros(block_shape, a.dtype)
+        out = np.zeros_like(a, shape=block_shape)
         head, tail = min(width, m), max(m - width, 0)
         out[_index(axis, a.ndim, slice(0, head))] = a[_index(axis, a.ndim, slice(0, head))]
         out[_index(axis, a.ndim, slice(width, width + m - tail))] = \
@@ -187,7 +188,7 @@ def _assemble(axis, window, a, edges):
 def _empty(a, axis, dtype, rows):
     shape = list(a.shape)
     shape[axis] = rows
-    return np.empty(shape, dtype)
+    return np.empty_like(a, dtype, shape=shape)
 
 
 def _diff_kernel(axis, roles, params, dtype, block, out_block, need, window, length):
@@ -211,7 +212,7 @@ def _diff_kernel(axis, roles, params, dtype, block, out_block, need, window, len
             parts.append(ops["append"][_index(axis, a.ndim, tail)])
         rows = np.concatenate(parts, axis=axis) if len(parts) > 1 else parts[0]
         if kernel is not None:
-            return np.convolve(rows, kernel, "valid").astype(dtype, copy=False)
+            return np.convolve(rows, like(kernel, rows), "valid").astype(dtype, copy=False)
         return np.diff(rows.astype(dtype, copy=False), n, axis)   # numpy's join promotes
     return diff
 
@@ -250,7 +251,7 @@ def _coordinates(axis, rows, coords, start, stop, length):
     if not (part == part[0]).all():
         return rows, xs, start
     pad = np.zeros_like(rows[_index(axis, rows.ndim, slice(0, 1))])
-    nan = np.array([np.nan], x.dtype)
+    nan = like(np.array([np.nan], x.dtype), x)
     if stop < length:
         return np.concatenate([rows, pad], axis=axis), np.concatenate([xs, nan]), start
     return np.concatenate([pad, rows], axis=axis), np.concatenate([nan, xs]), start - 1

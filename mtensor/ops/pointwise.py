@@ -199,4 +199,10 @@ def interp_rule(call: OpCall) -> Strategy:
               .reshape(xp.shape), np.ones(fp.shape, fp.dtype), period=period)
     choices = [replicated(3)] + [shard_along([d, None, None], d) for d in range(x.ndim)]
     return Strategy(x.shape, choices,
-                    kernel=lambda a, p, f: np.asarray(np.interp(a, p, f, left, right, period)))
+                    kernel=lambda a, p, f: _array(np.interp(a, p, f, left, right, period)))
+
+
+def _array(out):
+    """A kernel's scalar result (numpy's interp of a 0-d input) as a 0-d array; device
+    arrays pass as they are."""
+    return np.asarray(out) if isinstance(out, (np.generic, float, int, complex)) else out

@@ -11,6 +11,7 @@ argmax and argmin have no such term and need the reduced dims whole.
 from __future__ import annotations
 
 import math
+from functools import partial
 
 import numpy as np
 
@@ -97,13 +98,37 @@ def _kernel(name, operand, axis, axes, keepdims, dtype, split):
             lambda a: np.mean(a, axis=axes, dtype=dtype, keepdims=keepdims))
     reduce = _UFUNC_OF[name].reduce
     if name in ("any", "all"):
-        return lambda a: reduce(a, axis=axes, dtype=bool, keepdims=keepdims)
+        return _on_any_device(partial(reduce, axis=axes, dtype=bool, keepdims=keepdims),
+                              name, axes, keepdims)
+    if name in ("max", "min") and split:
+        identity = REDUCE_OPS[name].identity(operand.dtype)
+        return _on_any_device(partial(reduce, axis=axes, keepdims=keepdims, initial=identity),
+                              name, axes, keepdims, identity)
     if name in ("max", "min"):
-        if split:
-            identity = REDUCE_OPS[name].identity(operand.dtype)
-            return lambda a: reduce(a, axis=axes, keepdims=keepdims, initial=identity)
-        return lambda a: reduce(a, axis=axes, keepdims=keepdims)
-    return lambda a: reduce(a, axis=axes, dtype=dtype, keepdims=keepdims)
+        return _on_any_device(partial(reduce, axis=axes, keepdims=keepdims),
+                              name, axes, keepdims)
+    return _on_any_device(partial(reduce, axis=axes, dtype=dtype, keepdims=keepdims),
+                          name, axes, keepdims, dtype=dtype)
+
+
+_FUNCTION_OF = {"sum": np.sum, "prod": np.prod, "max": np.max, "min": np.min, "any": np.any,
+                "all": np.all}
+
+
+def _on_any_device(host, name, axes, keepdims, identity=None, **kw):
+    """``host`` on numpy blocks; on device blocks the function form (CuPy's ufuncs reduce
+    only with add and multiply, and its max/min take no ``initial``: an empty reduced dim
+    gets the identity here)."""
+    fn = _FUNCTION_OF[name]
+
+    def kernel(a):
+        if type(a) is np.ndarray:
+            return host(a)
+        if identity is not None and any(a.shape[d] == 0 for d in axes):
+            shape = _out_shape(a.shape, axes, keepdims)
+            return np.full_like(a, identity, shape=shape)
+        return fn(a, axis=axes, keepdims=keepdims, **kw)
+    return kernel
 
 
 def _split_mean(operand, axes, keepdims, dtype):

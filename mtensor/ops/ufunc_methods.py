@@ -17,11 +17,16 @@ block, so errors and result dtypes are numpy's.
 from __future__ import annotations
 
 import math
+from functools import partial
 
 import numpy as np
 
+from ..device import through_host
 from ..placement import Replicate, Shard, shard_bounds
 from .registry import Choice, OpCall, Strategy, register, replicated, shard_along
+
+# the ufuncs whose reduce and accumulate CuPy runs on the device; the others go through_host
+ON_DEVICE = frozenset({"add", "multiply"})
 
 # associative ufuncs: a scan of blocks plus the prefix of the block totals is the scan
 SCANNABLE = frozenset({"add", "multiply", "maximum", "minimum", "fmax", "fmin", "logical_and",
@@ -55,8 +60,9 @@ def ufunc_reduce_rule(call: OpCall) -> Strategy:
                                  for d in kept]
     out_shape = tuple(1 if d in axes else s for d, s in enumerate(operand.shape)) if keepdims \
         else tuple(operand.shape[d] for d in kept)
+    kernel = partial(ufunc.reduce, axis=axis, dtype=dtype, keepdims=keepdims)
     return Strategy(out_shape, choices,
-                    kernel=lambda a: ufunc.reduce(a, axis=axis, dtype=dtype, keepdims=keepdims))
+                    kernel=kernel if name in ON_DEVICE else through_host(kernel))
 
 
 def scan_dtype(name, shape, in_dtype, axis, dtype) -> np.dtype:
@@ -82,8 +88,9 @@ def ufunc_accumulate_rule(call: OpCall) -> Strategy:
     split_ok = can_split_scan(name, out_dtype)
     choices = [replicated(1)] + [shard_along([d], d) for d in range(operand.ndim)
                                  if d != axis or split_ok]
+    kernel = partial(ufunc.accumulate, axis=axis, dtype=dtype)
     return Strategy(operand.shape, choices,
-                    kernel=lambda a: ufunc.accumulate(a, axis=axis, dtype=dtype))
+                    kernel=kernel if name in ON_DEVICE else through_host(kernel))
 
 
 def scan_mesh_dims(placements, axis):
@@ -181,5 +188,5 @@ def ufunc_reduceat_rule(call: OpCall) -> Strategy:
     axis %= operand.ndim
     choices = [replicated(1)] + [shard_along([d], d) for d in range(operand.ndim) if d != axis]
     out_shape = tuple(out.shape[axis] if d == axis else s for d, s in enumerate(operand.shape))
-    return Strategy(out_shape, choices,
-                    kernel=lambda a: ufunc.reduceat(a, list(indices), axis=axis, dtype=dtype))
+    return Strategy(out_shape, choices, kernel=through_host(
+        lambda a: ufunc.reduceat(a, list(indices), axis=axis, dtype=dtype)))

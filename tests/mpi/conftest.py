@@ -1,11 +1,18 @@
 """Fixtures for tests that run on every rank under mpiexec, and the lockstep plugin (a test
 that fails on one rank fails on every rank, by name: see lockstep.py)."""
+import os
+
 import pytest
 
 import device_legs
 import lockstep
 import mtensor as mt
 from mpi_helpers import mesh_shapes
+
+
+# MTENSOR_TEST_DEVICE=fake (or cupy): the ``mesh`` fixture builds "cuda" meshes on that leg,
+# so the op sweeps (op_sweep.py) run every op family on device blocks.
+SWEEP_DEVICE = os.environ.get("MTENSOR_TEST_DEVICE")
 
 
 def pytest_configure(config):
@@ -20,6 +27,9 @@ def mesh(request):
     deepest = getattr(request.module, "MESH_NDIM_MAX", len(request.param))
     if len(request.param) > deepest:
         pytest.skip(f"{request.module.__name__} runs on meshes of up to {deepest} dims")
+    if SWEEP_DEVICE:
+        device_legs.leg(SWEEP_DEVICE)
+        return mt.init_device_mesh(request.param, device_type="cuda")
     return mt.init_device_mesh(request.param)
 
 

@@ -174,4 +174,4 @@ def test_comm_debug_mode_names_the_backend(xp):
         x = mt.distribute_tensor(np.ones((4, 4)), mesh, [Shard(0)])
         with mt.CommDebugMode() as comm:
             x.redistribute(mesh, [Replicate()])
-        assert comm.get_backend_counts() == {backend: 1}
+        assert comm.get_backend_counts() == ({backend: 1} if mesh.size() > 1 else {})
