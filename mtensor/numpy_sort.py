@@ -210,10 +210,10 @@ def _unique_spread(flat: DTensor):
     at = np.flatnonzero(starts)
     held = _one_hot_counts(mesh, name, len(at))
     me = mesh.communicator().rank
-    ids = np.empty(len(keys), np.intp)
+    ids = np.empty_like(keys, dtype=np.intp)
     ids[merge] = np.cumsum(starts) - 1 + int(held[:me].sum())
     back = exchange.all_to_all(mesh, name, ids, matrix[:, me], matrix[me], runs.sum())
-    merged = [keys[at], np.minimum.reduceat(first, at) if len(at) else first,
+    merged = [keys[at], device.through_host(np.minimum.reduceat)(first, at) if len(at) else first,
               np.add.reduceat(counts, at) if len(at) else counts]
     target = plan.layout_counts(int(held.sum()), mesh.shape, spread)
     values, index, count = (_wrap(b, mesh, spread, (int(held.sum()),))

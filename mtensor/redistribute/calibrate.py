@@ -15,6 +15,10 @@ the link is the bottleneck in some and compute in others.  (Chunks made of many 
 matmuls in a Python loop behaved unlike real steps; one BLAS call per chunk is what a step's
 nodes are.)  The fit is the grid point of the timeline model that
 predicts the probes best, computed on every rank from the same agreed numbers.
+
+On a GPU mesh every buffer and matmul is on the device and each timing waits for the
+device, so the model prices the mesh dims' backends (staged, CUDA-aware or NCCL) and the
+GPU's copies and flops.
 """
 from __future__ import annotations
 
@@ -22,53 +26,59 @@ import time
 
 import numpy as np
 
+from .. import device
+from ..device import array_module
 from ..mesh import world_mesh
 from ..overlap.timeline import PROBES, fit_overlap
 from .cost import CostModel, bus_bytes, get_cost_model, set_cost_model
 
 
-def _median_time(fn, repeats: int) -> float:
+def _median_time(fn, repeats: int, settle=None) -> float:
+    """Median seconds of ``fn``; ``settle`` waits for the device (GPU work is queued)."""
     times = []
     for _ in range(repeats):
         start = time.perf_counter()
         fn()
+        if settle is not None:
+            settle()
         times.append(time.perf_counter() - start)
     return float(np.median(times))
 
 
-def _link(group, large_bytes: int, repeats: int):
+def _link(group, large_bytes: int, repeats: int, xp, settle):
     """(alpha, beta, large all-reduce seconds) of one communicator from a tiny and a large
-    all-reduce."""
-    tiny = np.zeros(1, np.float64)
-    big = np.zeros(large_bytes // 8, np.float64)
+    all-reduce (of the mesh's device buffers: a GPU mesh measures its backend)."""
+    tiny = xp.zeros(1, np.float64)
+    big = xp.zeros(large_bytes // 8, np.float64)
     group.all_reduce(big, big, None, "sum")  # warm up: connections, pages
-    alpha = _median_time(lambda: group.all_reduce(tiny, tiny, None, "sum"), 4 * repeats)
-    t = _median_time(lambda: group.all_reduce(big, big, None, "sum"), repeats)
+    alpha = _median_time(lambda: group.all_reduce(tiny, tiny, None, "sum"), 4 * repeats,
+                         settle)
+    t = _median_time(lambda: group.all_reduce(big, big, None, "sum"), repeats, settle)
     moved = bus_bytes("all_reduce", group.size, big.nbytes)
     return alpha, moved / max(t - alpha, 1e-9), t
 
 
-def _matmul_lasting(seconds: float):
+def _matmul_lasting(seconds: float, xp, settle):
     """A compute chunk for the probes: one float32 matmul (numpy's BLAS, as real steps run)
     sized to take about ``seconds`` here (sized twice from the fastest of a few runs: the
     first calls of a size are slow)."""
     n = 256
     for _ in range(2):
-        a = np.ones((n, n), np.float32)
+        a = xp.ones((n, n), np.float32)
         a @ a
-        took = min(_median_time(lambda: a @ a, 1) for _ in range(5))
+        took = min(_median_time(lambda: a @ a, 1, settle) for _ in range(5))
         n = int(np.clip(n * (seconds / max(took, 1e-9)) ** (1 / 3), 16, 2048))
-    b = np.ones((n, n), np.float32)
+    b = xp.ones((n, n), np.float32)
     b @ b
     return lambda: b @ b
 
 
-def _probe(group, large_bytes: int, probe, chunk, repeats: int):
+def _probe(group, large_bytes: int, probe, chunk, repeats: int, xp, settle):
     """Median seconds of a probe (per bucket, start an all-reduce of ``large_bytes`` and run
     its compute chunks with a ``Testall`` after each; then wait for all), and the median
     seconds of a chunk inside it, while transfers are in flight."""
     nbuckets, nchunks, _ = probe
-    bufs = [(np.ones(large_bytes // 8), np.empty(large_bytes // 8)) for _ in range(nbuckets)]
+    bufs = [(xp.ones(large_bytes // 8), xp.empty(large_bytes // 8)) for _ in range(nbuckets)]
     inside = []
 
     def once():
@@ -78,20 +88,22 @@ def _probe(group, large_bytes: int, probe, chunk, repeats: int):
             for _ in range(nchunks):
                 began = time.perf_counter()
                 chunk()
+                settle()
                 inside.append(time.perf_counter() - began)
                 group.test_all(requests)
         for request in requests:
             group.wait(request)
     group.barrier()
-    return _median_time(once, repeats), float(np.median(inside))
+    return _median_time(once, repeats, settle), float(np.median(inside))
 
 
-def _overlap_probes(group, large_bytes: int, comm_s: float, repeats: int):
+def _overlap_probes(group, large_bytes: int, comm_s: float, repeats: int, xp, settle):
     """[chunk seconds alone, probe seconds, chunk seconds inside] for each of ``PROBES``."""
     out = []
     for probe in PROBES:
-        chunk = _matmul_lasting(probe[2] * comm_s)
-        out += [_median_time(chunk, repeats), *_probe(group, large_bytes, probe, chunk, repeats)]
+        chunk = _matmul_lasting(probe[2] * comm_s, xp, settle)
+        out += [_median_time(chunk, repeats, settle),
+                *_probe(group, large_bytes, probe, chunk, repeats, xp, settle)]
     return out
 
 
@@ -104,18 +116,23 @@ def calibrate(mesh=None, large_bytes: int = 4 << 20, repeats: int = 5,
     default = get_cost_model()
     width = 3 + 3 * len(PROBES)            # alpha, beta, all-reduce seconds, the probes
     measured = np.zeros((mesh.ndim, width), np.float64)
+    xp = array_module(mesh.device_type)
+    src = xp.ones(large_bytes // 8)
+
+    def settle():
+        device.synchronize(src)
     for dim in range(mesh.ndim):
         if mesh.shape[dim] > 1:
             group = mesh.communicator(dim)
-            measured[dim, :3] = _link(group, large_bytes, repeats)
-            measured[dim, 3:] = _overlap_probes(group, large_bytes, measured[dim, 2], repeats)
-    src = np.ones(large_bytes // 8)
-    dst = np.empty_like(src)
-    square = np.ones((512, 512))
+            measured[dim, :3] = _link(group, large_bytes, repeats, xp, settle)
+            measured[dim, 3:] = _overlap_probes(group, large_bytes, measured[dim, 2], repeats,
+                                                xp, settle)
+    dst = xp.empty_like(src)
+    square = xp.ones((512, 512))
     square @ square
-    local = np.array([src.nbytes / max(_median_time(lambda: np.copyto(dst, src), repeats),
-                                       1e-9),
-                      2 * 512 ** 3 / max(_median_time(lambda: square @ square, repeats), 1e-9)])
+    copy_s = _median_time(lambda: np.copyto(dst, src), repeats, settle)
+    matmul_s = _median_time(lambda: square @ square, repeats, settle)
+    local = np.array([src.nbytes / max(copy_s, 1e-9), 2 * 512 ** 3 / max(matmul_s, 1e-9)])
     mesh.communicator().broadcast(local, 0)
     mesh.communicator().all_reduce(measured, measured, None, "sum")   # the ranks' mean:
     measured /= mesh.size()                                           # the probes are noisy

@@ -16,6 +16,7 @@ NAN_OPS = ["sum", "max", "min"]
 
 
 def _same(got, want):
+    got = mt.asnumpy(got)
     return got.dtype == want.dtype and got.shape == want.shape and np.array_equal(
         got, want, equal_nan=True)
 

@@ -175,3 +175,48 @@ def test_comm_debug_mode_names_the_backend(xp):
         with mt.CommDebugMode() as comm:
             x.redistribute(mesh, [Replicate()])
         assert comm.get_backend_counts() == ({backend: 1} if mesh.size() > 1 else {})
+
+
+def _fake_only(xp):
+    if xp.name != "fake":
+        pytest.skip("checks the fake device's own bookkeeping and the selection it drives")
+    if WORLD.size == 1:
+        pytest.skip("a 1-rank mesh dim runs no collective")
+
+
+def test_a_missing_synchronise_fails(xp, monkeypatch):
+    """What the fake is for: drop the stream synchronise before MPI touches device memory,
+    and CUDA-aware MPI is refused while staging sends stale bytes."""
+    _fake_only(xp)
+    terms = np.arange(4.0) + WORLD.rank
+    want = sum(np.arange(4.0) + r for r in range(WORLD.size))
+    aware = line_mesh(xp, "cuda-aware", WORLD.Dup())
+    x = mt.DTensor.from_local(xp.put(terms) * 1.0, aware, [Partial()], shape=(4,))
+    with monkeypatch.context() as patch:
+        patch.setattr(mt.device, "synchronize", lambda block: None)
+        with pytest.raises(RuntimeError, match="not synchronised"):
+            x.redistribute(aware, [Replicate()])
+    staged = line_mesh(xp, "staged", WORLD.Dup())
+    y = mt.DTensor.from_local(xp.put(terms) * 1.0, staged, [Partial()], shape=(4,))
+    stream = type(xp.module.cuda.get_current_stream())
+    with monkeypatch.context() as patch:
+        patch.setattr(stream, "synchronize", lambda self: None)
+        stale = y.redistribute(staged, [Replicate()])
+    assert_all_ranks(not np.array_equal(full(stale), want), "staging without a synchronise "
+                     "sent the right bytes: the fake no longer defers device-to-host copies")
+    np.testing.assert_array_equal(full(y.redistribute(staged, [Replicate()])), want)
+
+
+def test_auto_selection_follows_gpus_and_mpi(xp, monkeypatch):
+    _fake_only(xp)
+    monkeypatch.setenv("MTENSOR_FAKE_GPUS", "1")           # every rank on GPU 0
+    assert line_mesh(xp, comm=WORLD.Dup()).backends == ("staged",)
+    monkeypatch.setenv("MTENSOR_GPU_COMM", "cuda-aware")
+    assert line_mesh(xp, comm=WORLD.Dup()).backends == ("cuda-aware",)
+    monkeypatch.setenv("MTENSOR_GPU_COMM", "auto")
+    monkeypatch.setenv("MTENSOR_FAKE_GPUS", str(WORLD.size))   # one GPU per rank
+    mesh = line_mesh(xp, comm=WORLD.Dup())
+    assert mesh.backends == ("nccl",) and mesh.whole_backend == "nccl"
+    monkeypatch.setenv("MTENSOR_GPU_COMM", "carrier-pigeon")
+    with pytest.raises(ValueError, match="MTENSOR_GPU_COMM"):
+        line_mesh(xp, comm=WORLD.Dup())

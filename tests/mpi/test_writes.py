@@ -15,7 +15,7 @@ R, S0, S1, PS = mt.Replicate(), mt.Shard(0), mt.Shard(1), mt.Partial("sum")
 
 
 def same(got, want, what):
-    got = np.asarray(got)
+    got = mt.asnumpy(got)
     ok = got.shape == want.shape and got.dtype == want.dtype and np.array_equal(
         got, want, equal_nan=want.dtype.kind in "fc")
     assert_all_ranks(ok, f"{what}: got\n{got}\nwant\n{want}")
