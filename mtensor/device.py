@@ -87,6 +87,12 @@ def to_host(block) -> np.ndarray:
     return block if type(block) is np.ndarray else xp(block).asnumpy(block)
 
 
+def as_block(value):
+    """``value`` as it is when it is a block of a loaded device, else as a numpy array (a
+    kernel's scalar result)."""
+    return value if type(value) in _by_type else np.asarray(value)
+
+
 def like(value, block):
     """Host ``value`` (an array) on ``block``'s device, for kernels that mix a small
     constant (a convolution kernel, a NaN row) into a block; unchanged on the host."""
@@ -145,6 +151,23 @@ def through_host(kernel):
         out = kernel(*(to_host(a) if on_device(a) else a for a in args), **kwargs)
         return xp(device).asarray(out) if isinstance(out, (np.ndarray, np.generic)) else out
     return run
+
+
+# the ufuncs CuPy's ``ufunc.at`` supports
+_AT_ON_DEVICE = frozenset({"add", "subtract", "maximum", "minimum", "bitwise_and",
+                           "bitwise_or", "bitwise_xor"})
+
+
+def ufunc_at(ufunc, block, key, *values) -> None:
+    """``ufunc.at(block, key, *values)``, in place; on a device, ufuncs CuPy lacks run on a
+    host copy that is written back."""
+    if not on_device(block) or ufunc.__name__ in _AT_ON_DEVICE:
+        ufunc.at(block, key, *values)
+        return
+    host = to_host(block)
+    ufunc.at(host, to_host(key) if on_device(key) else key,
+             *(to_host(v) if on_device(v) else v for v in values))
+    block[...] = xp(block).asarray(host)
 
 
 def set_module(device_type: str, module_name: str) -> None:

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import modes, views
+from . import device, modes, views
 from .dispatch import dispatch, dispatch_into, inplace_direct
-from .dtensor import DTensor
+from .dtensor import DTensor, asnumpy
 from .placement import Partial
 from .spec import _fmt
 from .writes import WHOLE, assign, check_write, entries_for, host_key
@@ -59,7 +59,7 @@ def write_out(result, out, casting: str = "same_kind"):
             check_write("out=", o, r)
             assign(o, WHOLE, r, casting, "out=")
         else:
-            np.copyto(o, np.asarray(r), casting=casting)
+            np.copyto(o, device.like(asnumpy(r), o), casting=casting)
     return outs[0] if len(outs) == 1 else outs
 
 

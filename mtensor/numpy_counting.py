@@ -135,7 +135,8 @@ def histogram(a, bins=10, range=None, density=None, weights=None):
                             weights=None if w is None else np.ones(1, w.dtype))
     if np.ndim(local_bins):
         local_bins = device.to_device(local_bins, a.device_mesh.device_type)
-    counts, _ = np.histogram(block, local_bins, local_range, weights=w)
+    counts, _ = np.histogram(block, local_bins, local_range,
+                             weights=None if w is None else device.like(w, block))
     counts = counts.astype(probe.dtype, copy=False)   # an empty block's dtype as the others'
     mesh, whole = a.device_mesh, (Replicate(),) * a.device_mesh.ndim
     hist = _wrap(counts, mesh, _terms(a.placements), counts.shape)

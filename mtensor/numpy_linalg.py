@@ -45,8 +45,7 @@ def _whole(x):
 
 
 def _replicated(block, mesh) -> DTensor:
-    block = block if device.is_block(block) else np.asarray(block)
-    return DTensor.from_local(block, mesh, (Replicate(),) * mesh.ndim)
+    return DTensor.from_local(device.as_block(block), mesh, (Replicate(),) * mesh.ndim)
 
 
 def _adjoint(x):
@@ -70,7 +69,7 @@ def _per_matrix(fn, a, whole=False):
             out = fn(block)
         except Exception as e:      # numpy's error on one rank's matrices: raised on all
             error = (type(e), str(e))
-        dtypes = None if error else [np.asarray(o).dtype.str for o in _parts(out)]
+        dtypes = None if error else [device.as_block(o).dtype.str for o in _parts(out)]
         with guarded("np.linalg", "allgather", block.shape, block.dtype, mesh):
             seen = mesh.communicator().allgather_object((error, dtypes))
         errors = [e for e, _ in seen if e is not None]
@@ -78,11 +77,16 @@ def _per_matrix(fn, a, whole=False):
             kind, message = errors[0]
             raise kind(message)
         common = [np.result_type(*d) for d in zip(*(d for _, d in seen))]
-        out = _rebuild(out, [np.asarray(o).astype(t, copy=False)
+        out = _rebuild(out, [device.as_block(o).astype(t, copy=False)
                              for o, t in zip(_parts(out), common)])
-    return _rebuild(out, [DTensor.from_local(np.asarray(o), mesh, layout,
+    return _rebuild(out, [DTensor.from_local(device.as_block(o), mesh, layout,
                                              shape=a.shape[:batch] + np.shape(o)[batch:])
                           for o in _parts(out)])
+
+
+def _beside(value, block):
+    """A whole tolerance array on ``block``'s device (scalars and None as they are)."""
+    return device.like(value, block) if np.ndim(value) else value
 
 
 def _parts(out):
@@ -201,7 +205,8 @@ def pinv(a, rcond=None, hermitian=False, *, rtol=np._NoValue):
     """``V diag(1/s) U^H`` from :func:`svd`'s factors: split like ``a^T``."""
     _untracked("np.linalg.pinv", a)
     if a.ndim != 2 or hermitian:
-        return _per_matrix(lambda b: np.linalg.pinv(b, rcond, hermitian, rtol=rtol), a,
+        return _per_matrix(lambda b: np.linalg.pinv(b, _beside(rcond, b), hermitian,
+                                                     rtol=_beside(rtol, b)), a,
                            whole=np.ndim(rcond) > 0 or np.ndim(rtol) > 0)
     result = factor_types(a.dtype)[0]
     if rcond is not None and rtol is not np._NoValue:
@@ -218,7 +223,7 @@ def pinv(a, rcond=None, hermitian=False, *, rtol=np._NoValue):
 def _inverse(s, cutoff):
     """``1/s`` where ``s > cutoff``, else 0 (numpy's pinv and lstsq)."""
     large = s > cutoff
-    return np.divide(1, s, out=np.zeros_like(s), where=large)
+    return np.where(large, 1 / np.where(large, s, 1), 0).astype(s.dtype, copy=False)
 
 
 @implements(np.linalg.lstsq)
@@ -243,7 +248,7 @@ def lstsq(a, b, rcond=None):
     cols = cols.astype(work)
     u, s, vh = _svd_factors(a)
     cutoff = rcond * s.max(initial=0)
-    rank = np.intc(np.count_nonzero(s > cutoff))   # numpy's int32
+    rank = np.intc(int(np.count_nonzero(s > cutoff)))   # numpy's int32
     c = _whole(matmul(_adjoint(u), cols))
     x = matmul(_adjoint(vh), _replicated(_inverse(s, cutoff)[:, None] * c, mesh))
     if rank == n and m > n:
@@ -262,14 +267,15 @@ def matrix_rank(A, tol=None, hermitian=False, *, rtol=None):
         return int(np.any(A != 0))
     _untracked("np.linalg.matrix_rank", A)
     if A.ndim > 2 or hermitian or _dt(tol) or _dt(rtol):
-        return _per_matrix(lambda b: np.asarray(
-            np.linalg.matrix_rank(b, _whole(tol), hermitian, rtol=_whole(rtol))), A,
+        return _per_matrix(lambda b: device.as_block(
+            np.linalg.matrix_rank(b, _beside(_whole(tol), b), hermitian,
+                                  rtol=_beside(_whole(rtol), b))), A,
             whole=np.ndim(tol) > 0 or np.ndim(rtol) > 0)
     s = _svd_factors(A, compute_uv=False)[1].astype(factor_types(A.dtype)[1])
     if tol is None:
         rtol = max(A.shape) * np.finfo(s.dtype).eps if rtol is None else rtol
         tol = s.max(initial=0) * rtol
-    return _replicated(np.asarray(np.count_nonzero(s > tol)), A.device_mesh)
+    return _replicated(device.as_block(np.count_nonzero(s > tol)), A.device_mesh)
 
 
 # --- small dense problems: whole matrices, numpy on every rank -------------------------------

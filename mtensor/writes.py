@@ -189,9 +189,9 @@ def _at(ufunc):
         if block_key is None:
             return
         if value is None:
-            ufunc.at(block, block_key)
+            device.ufunc_at(ufunc, block, block_key)
         else:
-            ufunc.at(block, block_key, value[value_key])
+            device.ufunc_at(ufunc, block, block_key, value[value_key])
     return apply
 
 

@@ -30,11 +30,12 @@ def mpiexec() -> str:
 
 
 def run_under_mpi(n: int, args, timeout: int = LAUNCH_TIMEOUT_S,
-                  merge_stderr: bool = True) -> subprocess.CompletedProcess:
+                  merge_stderr: bool = True, env=None) -> subprocess.CompletedProcess:
     """Run ``python args...`` on ``n`` ranks; kill the whole job if it outlives ``timeout``.
     ``merge_stderr=False`` keeps stderr apart, so a progress bar on stderr cannot split the
-    lines a test reads from stdout (mpiexec interleaves the two streams byte by byte)."""
-    env = dict(os.environ, MTENSOR_MPI_SUITE="1", PYTHONUNBUFFERED="1")
+    lines a test reads from stdout (mpiexec interleaves the two streams byte by byte).
+    ``env``: extra environment variables."""
+    env = dict(os.environ, MTENSOR_MPI_SUITE="1", PYTHONUNBUFFERED="1", **(env or {}))
     env.setdefault("MTENSOR_TIMEOUT", "120")
     proc = subprocess.Popen(
         [mpiexec(), "-n", str(n), sys.executable, *args],
@@ -63,6 +64,26 @@ def test_mpi_suite(n):
     result = run_under_mpi(
         n, ["-m", "pytest", "tests/mpi", "--with-mpi", "-q", "-p", "no:cacheprovider",
             "-p", "no:randomly", "--tb=short", "-W", "ignore::DeprecationWarning"],
+    )
+    assert result.returncode == 0, f"{n} ranks failed:\n{result.stdout[-20000:]}"
+    assert " passed" in result.stdout, result.stdout[-5000:]
+
+
+# The suites whose every test compares through mt.asnumpy, run again with the ``mesh``
+# fixture on "cuda" meshes of the strict fake CuPy (tests/mpi/device_legs.py): every op
+# family they cover on device blocks, through the backend ``auto`` picks (NCCL: one fake GPU
+# per rank).
+DEVICE_SWEEPS = ["test_ops.py", "test_sets.py", "test_partial_edges.py", "test_fuzz.py",
+                 "test_explain.py", "test_checkpoint.py", "test_autoshard.py"]
+
+
+@pytest.mark.parametrize("n", [n for n in SIZES if n in (2, 3)])
+def test_op_sweeps_on_the_fake_device(n):
+    result = run_under_mpi(
+        n, ["-m", "pytest", *(f"tests/mpi/{f}" for f in DEVICE_SWEEPS), "--with-mpi", "-q",
+            "-p", "no:cacheprovider", "-p", "no:randomly", "--tb=short",
+            "-W", "ignore::DeprecationWarning"],
+        env={"MTENSOR_TEST_DEVICE": "fake"},
     )
     assert result.returncode == 0, f"{n} ranks failed:\n{result.stdout[-20000:]}"
     assert " passed" in result.stdout, result.stdout[-5000:]
