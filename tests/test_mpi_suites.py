@@ -74,7 +74,9 @@ def test_mpi_suite(n):
 # family they cover on device blocks, through the backend ``auto`` picks (NCCL: one fake GPU
 # per rank).
 DEVICE_SWEEPS = ["test_ops.py", "test_sets.py", "test_partial_edges.py", "test_fuzz.py",
-                 "test_explain.py", "test_checkpoint.py", "test_autoshard.py"]
+                 "test_explain.py", "test_checkpoint.py", "test_autoshard.py",
+                 "test_redistribute.py", "test_partial_terms.py", "test_grad.py",
+                 "test_grad_numpy.py", "test_numpy_references.py", "test_compile.py"]
 
 
 @pytest.mark.parametrize("n", [n for n in SIZES if n in (2, 3)])

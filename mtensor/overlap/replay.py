@@ -22,6 +22,7 @@ from collections import deque
 import numpy as np
 
 from ..comm import guard
+from ..device import is_block
 from .buckets import Bucket
 
 _COMPUTE, _START, _WAIT, _RUN = range(4)
@@ -73,7 +74,7 @@ class Replay:
                     self.reused += 1
                 else:
                     result = fn(*[env[s] for s in ins])
-                    if self.into[i] and type(result) is np.ndarray:
+                    if self.into[i] and is_block(result):
                         self.results[i] = (result.shape, result.dtype, result.strides)
                 if len(outs) == 1:
                     env[outs[0]] = result
@@ -127,7 +128,7 @@ class Replay:
             return None
         for s in self.into[i]:
             block = env[s]
-            if (type(block) is np.ndarray and block.base is None
+            if (is_block(block) and block.base is None
                     and (block.shape, block.dtype, block.strides) == meta
                     and sys.getrefcount(block) == 3):
                 return block

@@ -26,6 +26,14 @@ def mesh_shapes():
     return MESH_SHAPES.get(WORLD.size, [(WORLD.size,)])
 
 
+def host(value) -> np.ndarray:
+    """A DTensor's whole value, or a block, as a numpy array from any device (the tests
+    compare with numpy; on a GPU mesh ``np.asarray`` refuses, as CuPy does)."""
+    if isinstance(value, mt.DTensor):
+        return mt.asnumpy(value)
+    return mt.device.to_host(value) if mt.device.on_device(value) else np.asarray(value)
+
+
 def assert_all_ranks(ok: bool, message: str) -> None:
     """Fail on every rank if the check failed on any, so no rank runs ahead alone."""
     failed = [r for r, flag in enumerate(WORLD.allgather(bool(ok))) if not flag]

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import mtensor as mt
-from mpi_helpers import WORLD, assert_all_ranks
+from mpi_helpers import WORLD, assert_all_ranks, host
 from mtensor import Partial, Replicate, Shard
 
 R = Replicate()
@@ -54,7 +54,7 @@ def _adam_step(p, x, t, state):
 
 
 def _full(tree):
-    return {k: v.full_tensor() for k, v in tree.items()}
+    return {k: host(v) for k, v in tree.items()}
 
 
 @pytest.mark.mpi
@@ -68,7 +68,7 @@ def test_compiled_training_equals_eager(mesh, cap):
         assert_all_ranks(want == got if cap == 0 else np.isclose(want, got, rtol=1e-12),
                          f"loss {got} != eager {want}")
     for k, v in _full(eager).items():
-        got = compiled[k].full_tensor()
+        got = host(compiled[k])
         same = np.array_equal(v, got) if cap == 0 else np.allclose(v, got, rtol=1e-12, atol=0)
         assert_all_ranks(same, f"{k}: compiled parameters differ from eager")
     assert step.trace_count() == 1
@@ -93,9 +93,9 @@ def test_the_replay_writes_into_dying_blocks_and_keeps_eager_bits(mesh):
     a, w, c = (mt.distribute_tensor(rng.standard_normal(s), mesh, whole)
                for s in [(4, 4, 32, 32), (4, 32, 64), (4, 32, 64)])
     step = mt.compile(_chain)
-    want = [o.full_tensor() for o in _chain(a, w, c)]
+    want = [host(o) for o in _chain(a, w, c)]
     for _ in range(3):
-        got = [o.full_tensor() for o in step(a, w, c)]
+        got = [host(o) for o in step(a, w, c)]
         assert_all_ranks(all(np.array_equal(x, y) for x, y in zip(want, got)), "bits")
     assert step.traced.replay.reused > 0
 
@@ -110,7 +110,7 @@ def test_compiled_adam_advances_its_step_count(mesh):
         assert float(_adam_step(eager, x, t, se)) == float(step(compiled, x, t, sc))
     assert int(sc["step"]) == int(se["step"]) == 3
     for k, v in _full(eager).items():
-        assert_all_ranks(np.array_equal(v, compiled[k].full_tensor()), k)
+        assert_all_ranks(np.array_equal(v, host(compiled[k])), k)
 
 
 @pytest.mark.mpi
@@ -186,8 +186,8 @@ def test_fused_gathers_and_reduce_scatters_unpack_each_member(mesh):
     if mesh.shape[0] > 1:
         assert comm.get_comm_counts() == {"all_gather": 1, "reduce_scatter": 1}
     for a, g, s in zip(arrays, gathered, scattered):
-        assert np.array_equal(g.to_local(), a)
-        assert np.allclose(s.full_tensor(), a, rtol=1e-12)
+        assert np.array_equal(host(g.to_local()), a)
+        assert np.allclose(host(s), a, rtol=1e-12)
 
 
 @pytest.mark.mpi
@@ -206,11 +206,11 @@ def test_every_collective_kind_replays(mesh):
                 np.tanh(y) @ ones)
 
     step = mt.compile(f)
-    want = [r.full_tensor() for r in f(x, y)]
+    want = [host(r) for r in f(x, y)]
     step(x, y)
     got = step(x, y)
     for w, g in zip(want, got):
-        assert_all_ranks(np.array_equal(w, g.full_tensor(), equal_nan=True), f"{w} != {g}")
+        assert_all_ranks(np.array_equal(w, host(g), equal_nan=True), f"{w} != {g}")
 
 
 @pytest.mark.mpi
@@ -220,7 +220,7 @@ def test_new_signatures_retrace(mesh):
     a, b = np.arange(12.0).reshape(6, 2), np.arange(15.0).reshape(5, 3)
     for array, scale, traces in [(a, 2.0, 1), (a, 2.0, 1), (b, 2.0, 2), (a, 3.0, 3), (a, 2.0, 3)]:
         x = mt.distribute_tensor(array, mesh, shard)
-        assert np.allclose(step(x, scale).full_tensor(), (array * scale).sum(axis=0))
+        assert np.allclose(host(step(x, scale)), (array * scale).sum(axis=0))
         assert step.trace_count() == traces
     x = mt.distribute_tensor(a, mesh, [R] * mesh.ndim)
     step(x, 2.0)
@@ -252,7 +252,7 @@ def test_differentiating_a_compiled_function_is_refused(mesh):
 def test_check_mode_agrees_on_every_bucket(mesh):
     """Check mode fingerprints every bucket before it runs and changes no result."""
     params, x, t = _model(mesh, seed=4)
-    eager = {k: mt.distribute_tensor(v.full_tensor(), mesh, v.placements)
+    eager = {k: mt.distribute_tensor(host(v), mesh, v.placements)
              for k, v in params.items()}
     step = mt.compile(_sgd_step)
     step(params, x, t)
@@ -265,7 +265,7 @@ def test_check_mode_agrees_on_every_bucket(mesh):
     want = float(_sgd_step(eager, x, t))
     assert_all_ranks(np.isclose(value, want, rtol=1e-12), f"checked loss {value} != {want}")
     for k, v in _full(eager).items():
-        assert_all_ranks(np.allclose(v, params[k].full_tensor(), rtol=1e-12), k)
+        assert_all_ranks(np.allclose(v, host(params[k]), rtol=1e-12), k)
 
 
 @pytest.mark.mpi
@@ -303,7 +303,7 @@ def test_auto_buckets_are_the_same_on_every_rank_and_results_match_eager(mesh, m
         set_cost_model(CostModel(alpha=12e-6, beta=1.2e8, overlap_rate=0.4))
     try:
         params, x, t = _model(mesh, seed=6)
-        eager = {k: mt.distribute_tensor(v.full_tensor(), mesh, v.placements)
+        eager = {k: mt.distribute_tensor(host(v), mesh, v.placements)
                  for k, v in params.items()}
         step = mt.compile(_sgd_step)
         for _ in range(3):
@@ -317,6 +317,6 @@ def test_auto_buckets_are_the_same_on_every_rank_and_results_match_eager(mesh, m
         assert sorted(m for b in traced.buckets for m in b) == [
             i for i, n in enumerate(traced.graph.nodes) if n.kind == "collective"]
         for k, v in _full(eager).items():
-            assert_all_ranks(np.allclose(v, params[k].full_tensor(), rtol=1e-12), k)
+            assert_all_ranks(np.allclose(v, host(params[k]), rtol=1e-12), k)
     finally:
         set_cost_model(before)

@@ -4,7 +4,7 @@ for each reduce op, on every mesh, with NaN, inf, integers and empty shards."""
 import numpy as np
 import pytest
 
-from mpi_helpers import WORLD, assert_all_ranks, dtensor_of, layouts, random_array, share
+from mpi_helpers import WORLD, assert_all_ranks, dtensor_of, host, layouts, random_array, share
 from mtensor import Partial
 
 SPECIAL = np.array([[np.nan, 1.0, -np.inf, 2.0],
@@ -46,7 +46,7 @@ def test_terms_reduce_to_the_data_and_differ_across_ranks(mesh, op):
     for name, full in DATA.items():
         for placements in layouts(mesh.ndim, full.ndim, (op,))[k::n]:
             x = dtensor_of(full, mesh, placements, seed=7)
-            got = x.full_tensor()
+            got = host(x)
             if got.dtype != full.dtype or not np.array_equal(got, full, equal_nan=True):
                 failures.append((name, placements, "value"))
             if not _distinct_on_partial_dims(mesh, placements, x.to_local()):
@@ -60,9 +60,10 @@ def test_terms_are_genuine(mesh):
     the value somewhere; a NaN or inf sits in one term, finite numbers in the others."""
     full = random_array((6, 5))
     placements = [Partial("sum")] * mesh.ndim
-    sums = np.array(WORLD.allgather(dtensor_of(full, mesh, placements).to_local()))
-    maxes = np.array(WORLD.allgather(dtensor_of(full, mesh, [Partial("max")] * mesh.ndim).to_local()))
-    nans = np.array(WORLD.allgather(dtensor_of(SPECIAL, mesh, placements).to_local()))
+    sums = np.array(WORLD.allgather(host(dtensor_of(full, mesh, placements).to_local())))
+    maxes = np.array(WORLD.allgather(
+        host(dtensor_of(full, mesh, [Partial("max")] * mesh.ndim).to_local())))
+    nans = np.array(WORLD.allgather(host(dtensor_of(SPECIAL, mesh, placements).to_local())))
     ok = np.array_equal(sums.sum(axis=0), full) and np.array_equal(maxes.max(axis=0), full)
     if WORLD.size > 1:
         ok &= bool((sums < 0).any()) and not any(np.array_equal(s, full) for s in sums)
@@ -84,6 +85,6 @@ def test_mixed_reduce_ops_reduce_later_mesh_dims_first(mesh):
     for ops in cycles + [c[::-1] for c in cycles]:
         x = dtensor_of(full, mesh, [Partial(op) for op in ops], seed=3)
         for dst in targets:
-            if not np.array_equal(x.redistribute(mesh, dst).full_tensor(), full):
+            if not np.array_equal(host(x.redistribute(mesh, dst)), full):
                 failures.append((ops, dst))
     assert_all_ranks(not failures, f"{failures[:3]} ({len(failures)} bad)")

@@ -216,11 +216,17 @@ class ndarray(NDArrayOperatorsMixin):
     def _adopt(self, a: np.ndarray, base) -> None:
         """Hold ``a``: as a view of the fake ``base``, or as new device memory."""
         self._a, self._base = a, base
-        self._owner = self if base is None else base._owner
+        self._root = None if base is None else base._owner   # no self-reference: the
+        # refcount of a fresh array stays CuPy's (the replay's buffer reuse reads it)
         if base is None:
             self._device = cuda.runtime.getDevice()
             cuda._allocations[id(self)] = self
             self._touch()
+
+    @property
+    def _owner(self) -> "ndarray":
+        """The array owning this one's device memory (itself, or the base of a view)."""
+        return self if self._root is None else self._root
 
     def _touch(self) -> None:
         """Record a device write to this array's memory."""
