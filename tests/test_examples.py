@@ -62,9 +62,9 @@ def test_compile_benchmark_runs():
 TRAIN_ARGS = ["--steps", "6", "--hidden", "32"]
 
 
-def _train(n, *args):
+def _train(n, *args, env=None):
     result = run_under_mpi(n, ["examples/train.py", *TRAIN_ARGS, *args],
-                           timeout=180, merge_stderr=False)
+                           timeout=180, merge_stderr=False, env=env)
     assert result.returncode == 0, result.stdout + result.stderr[-5000:]
     lines = result.stdout.splitlines()
     summary = next(ln for ln in lines if ln.startswith("mesh "))
@@ -136,6 +136,18 @@ def test_train_follows_one_loss_curve_on_every_mesh():
         assert checksum == reference, (n, args, reference, out[-2000:])
         if "--compile" in args:
             assert "collectives in" in out and "bucket" in out
+
+
+@pytest.mark.parametrize("gpus,backend", [("4", "nccl"), ("1", "staged")])
+def test_train_on_the_fake_gpu_follows_numpys_curve(gpus, backend):
+    """``--device cuda`` on the strict fake CuPy (one fake GPU per rank: NCCL; one shared by
+    all: staged), eager and compiled: numpy's loss curve, digit for digit."""
+    reference = f"checksum {sum(numpy_train_losses()):.11e}"
+    env = {"MTENSOR_CUDA_MODULE": "mtensor.testing.fakecupy", "MTENSOR_FAKE_GPUS": gpus}
+    for args in [(), ("--compile",)]:
+        checksum, out = _train(4, "--device", "cuda", *args, env=env)
+        assert checksum == reference, (args, reference, out[-2000:])
+        assert f"on cuda ({backend}/{backend})" in out
 
 
 def _totals(stdout):

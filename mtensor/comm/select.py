@@ -54,10 +54,13 @@ def mpi_cuda_aware() -> bool:
 
 
 def _nccl_loads(device_type: str) -> bool:
+    """Whether ``cupy.cuda.nccl`` is there and its library answers (CuPy loads libnccl on
+    first use: the ``nvidia-nccl-cu*`` wheel of the cuda extras, or the system's)."""
     try:
-        return device.array_module(device_type).cuda.nccl.available
-    except (ImportError, AttributeError):
+        device.array_module(device_type).cuda.nccl.get_version()
+    except Exception:             # no NCCL module, no library, no driver: all mean "no NCCL"
         return False
+    return True
 
 
 def _where(device_type: str) -> tuple:
@@ -68,17 +71,15 @@ def _where(device_type: str) -> tuple:
 
 def choose(device_type: str, raw) -> str:
     """The ``auto`` backend of the group ``raw`` (a collective over it)."""
-    ranks = raw.allgather(_where(device_type))
+    return decide(raw.allgather(_where(device_type)))
+
+
+def decide(ranks) -> str:
+    """The backend for a group whose ranks report ``(host, gpu, nccl loads, MPI is
+    CUDA-aware)``."""
     gpus = {(host, gpu) for host, gpu, _, _ in ranks}
     if len(gpus) == len(ranks) and all(nccl for _, _, nccl, _ in ranks):
         return "nccl"
     if all(aware for *_, aware in ranks):
         return "cuda-aware"
     return "staged"
-
-
-def explain(device_type: str, raw) -> dict:
-    """What ``auto`` saw on this rank's group: for ``mt.calibrate`` and the GPU check."""
-    host, gpu, nccl, aware = _where(device_type)
-    return {"host": host, "gpu": gpu, "nccl_loads": nccl, "mpi_cuda_aware": aware,
-            "auto": choose(device_type, raw)}
