@@ -4,12 +4,29 @@ Every test runs on the numpy leg too, so a failure that is only on the device le
 device-path defect."""
 import numpy as np
 import pytest
+from mpi4py import MPI
 
 import mtensor as mt
 from mpi_helpers import WORLD, assert_all_ranks
 from mtensor.placement import Partial, Replicate, Shard
 
-BACKENDS = {"cpu": ("mpi",), "cuda": ("staged", "cuda-aware", "nccl")}
+
+
+def backends(xp):
+    """The backends to try on this leg: every one on the fake; on a real GPU staged always,
+    NCCL where each rank has its own GPU, CUDA-aware where MPI says it is (a non-CUDA-aware
+    MPI would crash on a device pointer)."""
+    if xp.device_type == "cpu":
+        return ("mpi",)
+    if xp.name == "fake":
+        return ("staged", "cuda-aware", "nccl")
+    from mtensor.comm import select
+    gpus = xp.module.cuda.runtime.getDeviceCount()
+    local = WORLD.Split_type(MPI.COMM_TYPE_SHARED)
+    distinct = WORLD.allreduce(local.size <= gpus, op=MPI.LAND)
+    local.Free()
+    aware = WORLD.allreduce(select.mpi_cuda_aware(), op=MPI.LAND)
+    return ("staged",) + (("cuda-aware",) if aware else ()) + (("nccl",) if distinct else ())
 
 
 def line_mesh(xp, backend=None, comm=None):
@@ -25,7 +42,6 @@ def test_mesh_binds_each_rank_to_a_gpu(xp):
     mesh = line_mesh(xp)
     assert mesh.device_type == xp.device_type
     if xp.device_type == "cuda":
-        from mpi4py import MPI
         local = WORLD.Split_type(MPI.COMM_TYPE_SHARED)
         count = xp.module.cuda.runtime.getDeviceCount()
         assert xp.module.cuda.Device().id == local.rank % count
@@ -92,7 +108,7 @@ def _values(dtype, shape, seed):
 @pytest.mark.parametrize("shape", [(7, 5), (2, 3), (0, 4)], ids=str)
 @pytest.mark.parametrize("dtype,src,dst", CASES, ids=lambda v: str(v))
 def test_every_backend_redistributes_like_numpy(xp, dtype, src, dst, shape):
-    for backend in BACKENDS[xp.device_type]:
+    for backend in backends(xp):
         mesh = line_mesh(xp, backend)
         terms = [_values(dtype, shape, seed) for seed in range(mesh.size())]
         mine = terms[mesh.get_coordinate()[0]]
@@ -114,7 +130,7 @@ def test_every_backend_redistributes_like_numpy(xp, dtype, src, dst, shape):
 
 @pytest.mark.parametrize("op,reduce", [("max", np.maximum), ("min", np.minimum)])
 def test_nan_survives_max_and_min_on_every_backend(xp, op, reduce):
-    for backend in BACKENDS[xp.device_type]:
+    for backend in backends(xp):
         mesh = line_mesh(xp, backend)
         terms = [np.full((3, 4), float(r)) for r in range(mesh.size())]
         terms[-1][1, 2] = np.nan          # NaN on one rank only: MPI/NCCL's MAX may drop it
@@ -169,7 +185,7 @@ def test_creation_and_random_equal_the_host(xp):
 
 
 def test_comm_debug_mode_names_the_backend(xp):
-    for backend in BACKENDS[xp.device_type]:
+    for backend in backends(xp):
         mesh = line_mesh(xp, backend)
         x = mt.distribute_tensor(np.ones((4, 4)), mesh, [Shard(0)])
         with mt.CommDebugMode() as comm:
