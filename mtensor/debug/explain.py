@@ -90,6 +90,7 @@ class Explanation:
         rows = []
         for k, b in enumerate(traced.replay.buckets):
             rows.append(dict(bucket=k, collective=b.kind, mesh_dim=b.mesh_dim,
+                             backend=b.members[0].mesh.backends[b.mesh_dim],
                              members=len(b.members), bytes=b.nbytes,
                              overlapped=runs[k] != "run", comm_s=timeline.costs[k].seconds,
                              start_s=timeline.start[k], end_s=timeline.end[k],
@@ -116,12 +117,13 @@ class Explanation:
                                              self.totals.items()) or "no collectives"))
         lines += ["", f"buckets ({self.chosen_by}); predicted times from the step's start, "
                       f"compute timed in {self.timed}:",
-                  f"{'bucket':>6}  {'collective':<14} {'mesh dim':>8} {'members':>7} "
+                  f"{'bucket':>6}  {'collective':<14} {'mesh dim':>8} {'backend':<10} "
+                  f"{'members':>7} "
                   f"{'bytes':>10}  {'runs':<10} {'comm ms':>8} {'start ms':>9} {'end ms':>9} "
                   f"{'exposed ms':>10}"]
         for r in self.rows:
             lines.append(f"{r['bucket']:>6}  {r['collective']:<14} {r['mesh_dim']:>8} "
-                         f"{r['members']:>7} {_size(r['bytes']):>10}  "
+                         f"{r['backend']:<10} {r['members']:>7} {_size(r['bytes']):>10}  "
                          f"{'overlapped' if r['overlapped'] else 'blocking':<10} "
                          f"{1e3 * r['comm_s']:>8.3f} {1e3 * r['start_s']:>9.3f} "
                          f"{1e3 * r['end_s']:>9.3f} {1e3 * r['exposed_s']:>10.3f}")
