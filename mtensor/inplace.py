@@ -69,8 +69,8 @@ def ufunc_at(ufunc, target, indices, values=None):
     (the same on every rank) every rank applies the gathered indices and values."""
     if type(target) is not DTensor:
         modes.refuse_while_tracing(f"{ufunc.__name__}.at into a {type(target).__name__}")
-        values = np.asarray(values) if type(values) is DTensor else values
-        ufunc.at(target, host_key(indices), *(() if values is None else (values,)))
+        values = device.like(asnumpy(values), target) if type(values) is DTensor else values
+        device.ufunc_at(ufunc, target, host_key(indices), *(() if values is None else (values,)))
         return
     check_write(f"{ufunc.__name__}.at", target, values)
     if any(isinstance(p, Partial) for p in target.placements):
