@@ -237,7 +237,7 @@ def _constant_term(target, value):
                         f"redistribute the target to one Partial kind or Replicate() first")
     coord = target.device_mesh.coordinate
     if any(not p.op.idempotent and coord[m] != 0 for m, p in partial):
-        return np.full(np.shape(value), partial[0][1].op.identity(target.dtype), target.dtype)
+        return np.full_like(value, partial[0][1].op.identity(target.dtype), target.dtype)
     return value
 
 

@@ -69,22 +69,15 @@ def test_mpi_suite(n):
     assert " passed" in result.stdout, result.stdout[-5000:]
 
 
-# The suites whose every test compares through mt.asnumpy, run again with the ``mesh``
-# fixture on "cuda" meshes of the strict fake CuPy (tests/mpi/device_legs.py): every op
-# family they cover on device blocks, through the backend ``auto`` picks (NCCL: one fake GPU
-# per rank).
-DEVICE_SWEEPS = ["test_ops.py", "test_sets.py", "test_partial_edges.py", "test_fuzz.py",
-                 "test_explain.py", "test_checkpoint.py", "test_autoshard.py",
-                 "test_redistribute.py", "test_partial_terms.py", "test_grad.py",
-                 "test_grad_numpy.py", "test_numpy_references.py", "test_compile.py"]
-
-
-@pytest.mark.parametrize("n", [n for n in SIZES if n in (2, 3)])
-def test_op_sweeps_on_the_fake_device(n):
+# The whole of tests/mpi again with the ``mesh`` fixture on "cuda" meshes of the strict fake
+# CuPy (tests/mpi/device_legs.py; every test compares through ``host``/``mt.asnumpy``): every
+# op family, redistribution, gradients, compile, checkpoints and auto_shard on device blocks,
+# through the backend ``auto`` picks (NCCL: one fake GPU per rank).
+@pytest.mark.parametrize("n", [n for n in SIZES if n in (2, 3, 4)])
+def test_mpi_suite_on_the_fake_gpu(n):
     result = run_under_mpi(
-        n, ["-m", "pytest", *(f"tests/mpi/{f}" for f in DEVICE_SWEEPS), "--with-mpi", "-q",
-            "-p", "no:cacheprovider", "-p", "no:randomly", "--tb=short",
-            "-W", "ignore::DeprecationWarning"],
+        n, ["-m", "pytest", "tests/mpi", "--with-mpi", "-q", "-p", "no:cacheprovider",
+            "-p", "no:randomly", "--tb=short", "-W", "ignore::DeprecationWarning"],
         env={"MTENSOR_TEST_DEVICE": "fake"},
     )
     assert result.returncode == 0, f"{n} ranks failed:\n{result.stdout[-20000:]}"

@@ -131,7 +131,7 @@ def scan_totals_rule(call: OpCall) -> Strategy:
     def totals(a):
         if a.shape[axis] == 0:   # an empty block: its total is never used
             shape = tuple(1 if d == axis else s for d, s in enumerate(a.shape))
-            return np.zeros(shape, a.dtype)
+            return np.zeros_like(a, shape=shape)
         return np.take(a, [a.shape[axis] - 1], axis=axis)
 
     return Strategy(out_shape, _keep_layout(call), kernel=totals)

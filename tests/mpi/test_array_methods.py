@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import mtensor as mt
-from mpi_helpers import assert_all_ranks, layouts, random_array
+from mpi_helpers import assert_all_ranks, host, layouts, random_array
 from op_sweep import assert_matches_numpy, sample
 
 MESH_NDIM_MAX = 2   # 1-D and 2-D meshes (see conftest.mesh)
@@ -146,8 +146,8 @@ def _mutation_sweep(mesh, mutate, full, limit=5):
         view = x[1:, ::2] if full.ndim > 1 else x[1:]
         returned = mutate(x)
         ok = returned is None and list(x.placements) == list(placements)
-        ok = ok and np.array_equal(x.full_tensor(), want)
-        if not (ok and np.array_equal(view.full_tensor(), want_view)):
+        ok = ok and np.array_equal(host(x), want)
+        if not (ok and np.array_equal(host(view), want_view)):
             bad.append(placements)
     return bad
 
@@ -189,13 +189,13 @@ def test_partition_in_place(mesh):
         for placements, x in _inputs(mesh, P, 3):
             view = x[1:]
             returned = x.partition(kth, axis=axis)
-            got = np.moveaxis(x.full_tensor(), axis, 0)
+            got = np.moveaxis(host(x), axis, 0)
             pivot = np.moveaxis(ordered, axis, 0)[kth]
             k = kth % got.shape[0]
             ok = returned is None and np.array_equal(got[k], pivot)
             ok = ok and (got[:k] <= pivot).all() and (got[k + 1:] >= pivot).all()
-            ok = ok and np.array_equal(np.sort(x.full_tensor(), axis=axis), ordered)
-            if not (ok and np.array_equal(view.full_tensor(), x.full_tensor()[1:])):
+            ok = ok and np.array_equal(np.sort(host(x), axis=axis), ordered)
+            if not (ok and np.array_equal(host(view), host(x)[1:])):
                 bad.append((axis, kth, placements))
     assert_all_ranks(not bad, f"partition: {bad[:3]} ({len(bad)} fail)")
 
@@ -206,6 +206,6 @@ def test_flat_reads_are_copies_and_iterate(mesh):
     part = x.flat[2:9]
     part[...] = 0
     items = list(x.flat)
-    ok = np.array_equal(x.full_tensor(), M) and items == list(M.flat)
+    ok = np.array_equal(host(x), M) and items == list(M.flat)
     ok = ok and type(items[0]) is np.float64 and x.flat[4].shape == ()
     assert_all_ranks(ok, "flat: a read aliased x, or iteration differs from numpy's")

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import mtensor as mt
-from mpi_helpers import assert_all_ranks, dtensor_of, layouts, random_array, share, thin
+from mpi_helpers import assert_all_ranks, dtensor_of, host, layouts, random_array, share, thin
 from mtensor import Partial, Replicate, Shard
 
 SPECIAL = np.array([[np.nan, 1.0, -np.inf, 2.0],
@@ -33,7 +33,7 @@ def test_nan_and_inf_survive_every_redistribution(mesh, op):
             i += 1
             if i % n != k:
                 continue
-            if not _same(x.redistribute(mesh, dst).full_tensor(), SPECIAL):
+            if not _same(host(x.redistribute(mesh, dst)), SPECIAL):
                 failures.append((src, dst))
     assert_all_ranks(not failures, f"{failures[:3]}")
 
@@ -53,7 +53,7 @@ def test_reductions_carry_nan_like_numpy(mesh, reduction):
         x = dtensor_of(SPECIAL, mesh, placements)
         for axis in (None, 0, 1):
             with np.errstate(invalid="ignore"):
-                got = getattr(np, reduction)(x, axis=axis).full_tensor()
+                got = host(getattr(np, reduction)(x, axis=axis))
                 want = np.asarray(getattr(np, reduction)(SPECIAL, axis=axis))
             if not _same(got, want):
                 failures.append((placements, axis))
@@ -68,16 +68,16 @@ def test_dtypes_are_kept_through_ops_and_collectives(mesh, dtype):
     for placements in thin(layouts(mesh.ndim, 2, ("sum",) if dtype is not bool else ()), mesh):
         x = dtensor_of(data, mesh, placements)
         results = {
-            "full": (x.full_tensor(), data),
-            "add": ((x + x).full_tensor(), data + data),
-            "scalar": ((x * 2).full_tensor(), data * 2),
-            "sum0": (x.sum(axis=0).full_tensor(), data.sum(axis=0)),
-            "mean": (x.mean().full_tensor(), np.asarray(data.mean())),
-            "max1": (x.max(axis=1).full_tensor(), data.max(axis=1)),
-            "T": (x.T.redistribute(mesh, [Replicate()] * mesh.ndim).to_local(), data.T),
+            "full": (host(x), data),
+            "add": (host(x + x), data + data),
+            "scalar": (host(x * 2), data * 2),
+            "sum0": (host(x.sum(axis=0)), data.sum(axis=0)),
+            "mean": (host(x.mean()), np.asarray(data.mean())),
+            "max1": (host(x.max(axis=1)), data.max(axis=1)),
+            "T": (host(x.T.redistribute(mesh, [Replicate()] * mesh.ndim).to_local()), data.T),
         }
         if dtype is not bool:
-            results["matmul"] = ((x.T @ x).full_tensor(), data.T @ data)
+            results["matmul"] = (host(x.T @ x), data.T @ data)
         for name, (got, want) in results.items():
             close = np.allclose(got, want, rtol=1e-5) if want.dtype.kind in "fc" else np.array_equal(got, want)
             if got.dtype != want.dtype or not close:
@@ -93,6 +93,6 @@ def test_empty_shards_everywhere(mesh):
             x.reshape(3), np.concatenate([x, x], axis=1)]
     wants = [tiny.max(axis=0), tiny.argmax(axis=1), tiny.mean(axis=0), tiny @ tiny.T, tiny + 1,
              tiny[0], tiny.reshape(3), np.concatenate([tiny, tiny], axis=1)]
-    bad = [k for k, (o, w) in enumerate(zip(outs, wants)) if not _same(o.full_tensor(), w)]
+    bad = [k for k, (o, w) in enumerate(zip(outs, wants)) if not _same(host(o), w)]
     assert_all_ranks(not bad, f"ops {bad} differ on a 1-row tensor")
     assert x.sum().placements[0] in (Partial(), Replicate())

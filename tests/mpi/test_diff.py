@@ -8,7 +8,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import mtensor as mt
-from mpi_helpers import assert_all_ranks, random_array
+from mpi_helpers import assert_all_ranks, host, random_array
 from op_sweep import assert_matches_numpy
 
 MESH_NDIM_MAX = 2   # 1-D and 2-D meshes (see conftest.mesh)
@@ -78,7 +78,7 @@ def test_gradient_coordinates_as_dtensor(mesh):
     x = mt.distribute_tensor(M, mesh, [mt.Shard(0)] + [mt.Replicate()] * (mesh.ndim - 1))
     coords = mt.distribute_tensor(X7, mesh, [mt.Shard(0)] * mesh.ndim)
     got = np.gradient(x, coords, axis=0, edge_order=2)
-    ok = np.allclose(got.full_tensor(), np.gradient(M, X7, axis=0, edge_order=2), rtol=1e-12)
+    ok = np.allclose(host(got), np.gradient(M, X7, axis=0, edge_order=2), rtol=1e-12)
     assert_all_ranks(ok and got.placements == x.placements, f"gradient: {got.placements}")
 
 
@@ -98,10 +98,10 @@ def test_halo_moves_edges_only(mesh):
     moved = comm.get_total_bytes()
     ok = set(counts) <= {"all_gather"} and moved < full.nbytes / 4
     ok = ok and c.placements == v.placements
-    ok = ok and np.allclose(c.full_tensor(), np.convolve(full[:, 0], KERNEL, "same"))
+    ok = ok and np.allclose(host(c), np.convolve(full[:, 0], KERNEL, "same"))
     ok = ok and d.placements == x.placements and g.placements == x.placements
-    ok = ok and np.array_equal(d.full_tensor(), np.diff(full, axis=0))
-    ok = ok and np.array_equal(g.full_tensor(), np.gradient(full, axis=0))
+    ok = ok and np.array_equal(host(d), np.diff(full, axis=0))
+    ok = ok and np.array_equal(host(g), np.gradient(full, axis=0))
     assert_all_ranks(ok, f"halo: {counts}, {moved} bytes of {full.nbytes}")
 
 
@@ -148,8 +148,8 @@ def test_scans_along_split_axis_property(mesh, data):
     full = random_array(shape, seed=len(shape) * 10 + n)
     x = mt.distribute_tensor(full, mesh, _layout(data.draw, mesh, len(shape), axis),
                              src_data_rank=None)
-    got_sum = np.cumsum(x, axis=axis).full_tensor()
-    got_diff = np.diff(x, n, axis=axis, prepend=prepend).full_tensor()
+    got_sum = host(np.cumsum(x, axis=axis))
+    got_diff = host(np.diff(x, n, axis=axis, prepend=prepend))
     ok = np.array_equal(got_sum, np.cumsum(full, axis=axis))
     ok = ok and np.array_equal(got_diff, np.diff(full, n, axis=axis, prepend=prepend))
     assert_all_ranks(ok, f"shape {shape}, axis {axis}, n {n}, {x.placements}")

@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import mtensor as mt
-from mpi_helpers import WORLD, assert_all_ranks, dtensor_of, random_array
+from mpi_helpers import WORLD, assert_all_ranks, dtensor_of, host, random_array
 from mtensor import Partial, Replicate, Shard
 
 EXAMPLES = int(os.environ.get("MTENSOR_FUZZ_EXAMPLES", "15"))
@@ -56,7 +56,7 @@ def test_fuzz_redistribute(case, data):
     full = random_array(shape)
     x = dtensor_of(full, mesh_of(mesh_shape), src)
     y = x.redistribute(placements=dst)
-    ok = np.array_equal(y.full_tensor(), full) and y.placements == dst
+    ok = np.array_equal(host(y), full) and y.placements == dst
     assert_all_ranks(ok, f"{mesh_shape} {shape} {src} -> {dst}")
 
 
@@ -71,7 +71,7 @@ def test_fuzz_binary_op_with_broadcasting(case, data):
     a, b = random_array(shape, seed=1), random_array(other, seed=2)
     mesh = mesh_of(mesh_shape)
     got = op(dtensor_of(a, mesh, left, seed=1), dtensor_of(b, mesh, right, seed=2))
-    assert_all_ranks(np.array_equal(got.full_tensor(), op(a, b)),
+    assert_all_ranks(np.array_equal(host(got), op(a, b)),
                      f"{op.__name__} {mesh_shape} {shape}{left} {other}{right}")
 
 
@@ -89,7 +89,7 @@ def test_fuzz_reduction(case, data):
     x = dtensor_of(a, mesh_of(mesh_shape), layout)
     with np.errstate(invalid="ignore", divide="ignore"):
         want = np.asarray(getattr(np, name)(a, axis=axis, keepdims=keepdims))
-        got = getattr(np, name)(x, axis=axis, keepdims=keepdims).full_tensor()
+        got = host(getattr(np, name)(x, axis=axis, keepdims=keepdims))
     ok = got.dtype == want.dtype and np.allclose(got, want, equal_nan=True)
     assert_all_ranks(ok, f"{name} axis={axis} {mesh_shape} {shape} {layout}")
 
@@ -108,4 +108,4 @@ def test_fuzz_matmul(case, data):
     a, b = random_array(shape, seed=4), random_array((k, out_cols), seed=5)
     mesh = mesh_of(mesh_shape)
     got = dtensor_of(a, mesh, left, seed=4) @ dtensor_of(b, mesh, right, seed=5)
-    assert_all_ranks(np.array_equal(got.full_tensor(), a @ b), f"{mesh_shape} {shape}{left} @ {right}")
+    assert_all_ranks(np.array_equal(host(got), a @ b), f"{mesh_shape} {shape}{left} @ {right}")

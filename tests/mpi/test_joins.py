@@ -6,7 +6,7 @@ import pytest
 
 import mtensor as mt
 import mtensor.numpy_joins  # noqa: F401  (registers the handlers until mtensor imports it)
-from mpi_helpers import assert_all_ranks, random_array
+from mpi_helpers import assert_all_ranks, host, random_array
 from op_sweep import assert_matches_numpy
 
 MESH_NDIM_MAX = 2   # 1-D and 2-D meshes (see conftest.mesh)
@@ -97,7 +97,7 @@ def _check_layout(mesh, name, fn, arrays, dims, out_dim, want, comms=()):
     counts = comm.get_comm_counts()
     ok = set(counts) <= set(comms)
     ok = ok and (out_dim is None or out.placements[0] == mt.Shard(out_dim))
-    ok = ok and np.array_equal(out.full_tensor(), want)
+    ok = ok and np.array_equal(host(out), want)
     assert_all_ranks(ok, f"{name}: placements {out.placements}, comms {counts}")
 
 
@@ -139,7 +139,7 @@ def test_meshgrid_keeps_splits(mesh):
         gx, gy = np.meshgrid(x, y, indexing="ij")
     want = np.meshgrid(V, W, indexing="ij")
     ok = not comm.get_comm_counts() and gx.placements[0] == mt.Shard(0)
-    ok = ok and np.array_equal(gx.full_tensor(), want[0]) and np.array_equal(gy.full_tensor(),
+    ok = ok and np.array_equal(host(gx), want[0]) and np.array_equal(host(gy),
                                                                             want[1])
     assert_all_ranks(ok, f"meshgrid: {gx.placements}, {comm.get_comm_counts()}")
 
@@ -151,7 +151,7 @@ def test_results_are_fresh(mesh):
     for out in (np.repeat(x, 1, axis=0), np.tile(x, 1), np.roll(x, 0), np.pad(x, 0),
                 np.repeat(x[:1], 4, axis=0), np.tile(x[:, :1], (1, 3))):
         out[...] = 100
-    assert_all_ranks(np.array_equal(x.full_tensor(), M), "an input changed")
+    assert_all_ranks(np.array_equal(host(x), M), "an input changed")
 
 
 @pytest.mark.mpi

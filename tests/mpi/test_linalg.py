@@ -7,7 +7,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import mtensor as mt
-from mpi_helpers import WORLD, assert_all_ranks, random_array
+from mpi_helpers import WORLD, assert_all_ranks, host, random_array
 from op_sweep import sweep
 
 MESH_NDIM_MAX = 2   # 1-D and 2-D meshes (see conftest.mesh)
@@ -117,7 +117,7 @@ def _rows(mesh):
 
 
 def _close(got, want, dtype):
-    got, want = np.asarray(got), np.asarray(want)
+    got, want = host(got), np.asarray(want)
     tol = 1e-4 if dtype == np.float32 else 1e-10
     return got.dtype == want.dtype and got.shape == want.shape and np.allclose(
         got, want, rtol=tol, atol=tol)
@@ -134,17 +134,17 @@ def test_dtypes_and_rows(mesh, dtype):
     x, res, rank, sv = np.linalg.lstsq(a, a_full[:, 0] + 1)
     xn, resn, rankn, svn = np.linalg.lstsq(a_full, a_full[:, 0] + 1)
     checks = {
-        "qr": _close(np.vstack(_signs(q.full_tensor(), r.full_tensor())),
+        "qr": _close(np.vstack(_signs(host(q), host(r))),
                      np.vstack(_signs(*np.linalg.qr(a_full))), dtype),
-        "svd": _close(s.full_tensor(), np.linalg.svd(a_full, compute_uv=False), dtype)
-        and _close((u.full_tensor() * s.full_tensor()) @ vh.full_tensor(), a_full, dtype),
-        "lstsq": _close(x.full_tensor(), xn, dtype) and _close(res.full_tensor(), resn, dtype)
-        and rank == rankn and _close(sv.full_tensor(), svn, dtype),
-        "norm": _close(np.linalg.norm(a, 2).full_tensor(), np.linalg.norm(a_full, 2), dtype)
-        and _close(np.linalg.norm(a, axis=0).full_tensor(), np.linalg.norm(a_full, axis=0),
+        "svd": _close(host(s), np.linalg.svd(a_full, compute_uv=False), dtype)
+        and _close((host(u) * host(s)) @ host(vh), a_full, dtype),
+        "lstsq": _close(host(x), xn, dtype) and _close(host(res), resn, dtype)
+        and rank == rankn and _close(host(sv), svn, dtype),
+        "norm": _close(host(np.linalg.norm(a, 2)), np.linalg.norm(a_full, 2), dtype)
+        and _close(host(np.linalg.norm(a, axis=0)), np.linalg.norm(a_full, axis=0),
                    dtype),
-        "inv": _close(np.linalg.inv(mt.distribute_tensor(SQ.astype(dtype), mesh, _rows(mesh)))
-                      .full_tensor(), np.linalg.inv(SQ.astype(dtype)), dtype),
+        "inv": _close(np.linalg.inv(mt.distribute_tensor(SQ.astype(dtype), mesh, _rows(mesh))),
+                      np.linalg.inv(SQ.astype(dtype)), dtype),
         "layout": list(q.placements) == _rows(mesh) and list(u.placements) == _rows(mesh)
         and all(p == mt.Replicate() for t in (r, s, vh) for p in t.placements),
     }
@@ -172,7 +172,7 @@ def test_batch_split_errors_agree(mesh):
     eig = np.linalg.eigvals(mt.distribute_tensor(
         np.stack([np.eye(2)] * 7 + [[[0.0, -1.0], [1.0, 0.0]]]), mesh, _rows(mesh)))
     assert_all_ranks(eig.dtype == np.complex128 and np.allclose(
-        eig.full_tensor()[-1], [1j, -1j]), f"eigvals dtype {eig.dtype}")
+        host(eig)[-1], [1j, -1j]), f"eigvals dtype {eig.dtype}")
 
 
 @pytest.mark.mpi
@@ -183,7 +183,7 @@ def test_refused_on_tape_and_trace(mesh):
     with pytest.raises(TypeError, match="mt.compile"):
         mt.compile(lambda x: np.linalg.svd(x, compute_uv=False))(a)
     value, grad = mt.value_and_grad(lambda x: np.linalg.norm(x))(a)
-    ok = np.allclose(grad.full_tensor(), TALL / np.linalg.norm(TALL))
+    ok = np.allclose(host(grad), TALL / np.linalg.norm(TALL))
     assert_all_ranks(ok and np.isclose(float(value), np.linalg.norm(TALL)), "norm's gradient")
 
 
@@ -213,7 +213,7 @@ def test_tsqr_property(mesh_shape, n, extra, layout, single):
     options = [mt.Shard(0), mt.Replicate(), mt.Shard(1), mt.Partial()]
     placements = [options[(layout + i) % 4] for i in range(mesh.ndim)]
     q, r = np.linalg.qr(mt.distribute_tensor(full, mesh, placements, src_data_rank=None))
-    qf, rf = q.full_tensor(), r.full_tensor()
+    qf, rf = host(q), host(r)
     tol = 1e-4 if single else 1e-10
     ok = (qf.dtype == rf.dtype == full.dtype and np.allclose(qf @ rf, full, atol=tol)
           and np.allclose(qf.T @ qf, np.eye(n), atol=tol) and np.allclose(np.tril(rf, -1), 0)

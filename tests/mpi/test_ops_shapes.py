@@ -4,7 +4,7 @@ import pytest
 from mpi4py import MPI
 
 import mtensor as mt
-from mpi_helpers import WORLD, assert_all_ranks, layouts, random_array
+from mpi_helpers import WORLD, assert_all_ranks, host, layouts, random_array
 from op_sweep import sweep
 
 X = random_array((7, 6), seed=1)
@@ -56,11 +56,11 @@ def test_creation_matches_numpy(mesh):
                          np.arange(0.5, 3.0, 0.25)),
         }
         for name, (got, want) in made.items():
-            full = got.full_tensor()
+            full = host(got)
             if full.dtype != want.dtype or not np.allclose(full, want):
                 failures.append((name, placements))
         like = np.ones_like(mt.distribute_tensor(X, mesh, [mt.Partial()] * mesh.ndim))
-        if not np.array_equal(like.full_tensor(), np.ones_like(X)):
+        if not np.array_equal(host(like), np.ones_like(X)):
             failures.append(("ones_like of Partial", placements))
     assert_all_ranks(not failures, f"{failures[:3]}")
 
@@ -73,12 +73,12 @@ def test_random_same_values_on_any_mesh(mesh, draw):
     alone = mt.init_device_mesh((1,), comm=MPI.COMM_SELF)
     args = {"integers": (0, 100, (7, 5)), "uniform": (-1.0, 2.0, (7, 5)),
             "normal": (1.0, 3.0, (7, 5))}.get(draw, ((7, 5),))
-    reference = getattr(mt.random.default_rng(42), draw)(*args, mesh=alone).full_tensor()
+    reference = host(getattr(mt.random.default_rng(42), draw)(*args, mesh=alone))
     failures = []
     for placements in layouts(mesh.ndim, 2, ()):
         rng = mt.random.default_rng(42)
-        got = getattr(rng, draw)(*args, mesh=mesh, placements=placements).full_tensor()
-        second = getattr(rng, draw)(*args, mesh=mesh, placements=placements).full_tensor()
+        got = host(getattr(rng, draw)(*args, mesh=mesh, placements=placements))
+        second = host(getattr(rng, draw)(*args, mesh=mesh, placements=placements))
         if not np.array_equal(got, reference) or np.array_equal(second, got):
             failures.append(placements)
     assert_all_ranks(not failures, f"{draw}: {failures[:3]}")
@@ -89,7 +89,7 @@ def test_random_same_values_on_any_mesh(mesh, draw):
 def test_random_statistics():
     mesh = mt.init_device_mesh((WORLD.size,))
     rng = mt.random.default_rng(7)
-    z = rng.standard_normal((4000,), mesh=mesh, placements=[mt.Shard(0)]).full_tensor()
-    u = rng.random((4000,), mesh=mesh, placements=[mt.Shard(0)]).full_tensor()
+    z = host(rng.standard_normal((4000,), mesh=mesh, placements=[mt.Shard(0)]))
+    u = host(rng.random((4000,), mesh=mesh, placements=[mt.Shard(0)]))
     assert abs(z.mean()) < 0.1 and abs(z.std() - 1) < 0.05
     assert 0 <= u.min() and u.max() < 1 and abs(u.mean() - 0.5) < 0.03

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import mtensor as mt
-from mpi_helpers import WORLD, assert_all_ranks, assert_each_raises, mesh_shapes, random_array
+from mpi_helpers import WORLD, assert_all_ranks, assert_each_raises, host, mesh_shapes, random_array
 from mtensor import Partial, Replicate, Shard
 
 R, S0, S1 = Replicate(), Shard(0), Shard(1)
@@ -33,7 +33,7 @@ def test_megatron_block_runs_one_all_reduce():
         out = Y.redistribute(mesh, [S0, R])
     expected = {"all_reduce": 1} if mesh.shape[1] > 1 else {}
     assert comm.get_comm_counts() == expected
-    assert np.array_equal(out.full_tensor(), np.maximum(x @ a, 0) @ b)
+    assert np.array_equal(host(out), np.maximum(x @ a, 0) @ b)
 
 
 @pytest.mark.mpi
@@ -46,7 +46,7 @@ def test_data_parallel_weight_gradient_is_partial():
     with mt.CommDebugMode() as comm:
         grad = X.T @ DY
         assert grad.placements == (Partial(),)
-        full = grad.full_tensor()
+        full = host(grad)
     assert comm.get_comm_counts() == ({"all_reduce": 1} if WORLD.size > 1 else {})
     assert np.array_equal(full, x.T @ dy)
 
@@ -75,16 +75,16 @@ def test_partial_algebra_keeps_partials_and_reduces_before_nonlinear_ops():
     assert comm.get_total_counts() == 0
     if WORLD.size > 1:  # on one rank every layout is the same and any label is free
         assert all(k.placements == (Partial(),) for k in kept)
-    for got, want in zip(kept, [x + x, x * 2.0, (x - bias.full_tensor()) / 4, -x]):
-        assert np.array_equal(got.full_tensor(), want)
+    for got, want in zip(kept, [x + x, x * 2.0, (x - host(bias)) / 4, -x]):
+        assert np.array_equal(host(got), want)
     with mt.CommDebugMode() as comm:
         e = np.exp(P / 10)  # reduces first: reduce_scatter (cheapest) or all-reduce
     assert not isinstance(e.placements[0], Partial)
     assert comm.get_total_counts() == (WORLD.size > 1)
-    assert np.allclose(e.full_tensor(), np.exp(x / 10))
+    assert np.allclose(host(e), np.exp(x / 10))
     M = mt.distribute_tensor(x, mesh, [Partial("max")])
     assert np.maximum(M, M).placements == (Partial("max"),)
-    assert np.array_equal((-M).full_tensor(), -x)
+    assert np.array_equal(host(-M), -x)
 
 
 @pytest.mark.mpi
@@ -106,12 +106,12 @@ def test_partial_terms_are_reduced_once_for_every_later_use():
     if tp:   # on a size-1 mesh dim every label is free and the partial one stays
         assert out.placements == xc.placements == (S0, R)
     yn = h @ b - (h @ b).mean(axis=-1, keepdims=True)
-    assert np.allclose(out.full_tensor(), yn / np.sqrt((yn * yn).mean(-1, keepdims=True) + 1e-5))
+    assert np.allclose(host(out), yn / np.sqrt((yn * yn).mean(-1, keepdims=True) + 1e-5))
     # an in-place op's target keeps its layout: the reduced block is not kept there
     z = H @ B
     z **= 3
     assert z.placements == (S0, Partial())
-    assert np.allclose(z.full_tensor(), (h @ b) ** 3)
+    assert np.allclose(host(z), (h @ b) ** 3)
 
 
 @pytest.mark.mpi
@@ -124,7 +124,7 @@ def test_numpy_values_mix_in_as_replicated():
     assert comm.get_total_counts() == 0
     for got, want in zip(out, [x + row, row * x, x @ np.eye(3), np.float32(2) * x, x > 0.5]):
         assert isinstance(got, mt.DTensor) and got.dtype == want.dtype
-        assert np.array_equal(got.full_tensor(), want)
+        assert np.array_equal(host(got), want)
     assert float(X.sum()) == x.sum() and np.asarray(X).shape == x.shape
 
 
@@ -162,6 +162,6 @@ def test_calibrate_installs_one_model_on_every_rank(mesh):
         models = WORLD.allgather(model)
         assert_all_ranks(all(m == models[0] for m in models), f"models differ: {models}")
         X = mt.distribute_tensor(random_array((8, 4)), mesh, [S0] + [R] * (mesh.ndim - 1))
-        assert np.array_equal((X @ np.eye(4)).full_tensor(), random_array((8, 4)))
+        assert np.array_equal(host((X @ np.eye(4))), random_array((8, 4)))
     finally:
         mt.set_cost_model(before)

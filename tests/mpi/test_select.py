@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import mtensor as mt
-from mpi_helpers import assert_all_ranks, assert_each_raises, layouts, random_array
+from mpi_helpers import assert_all_ranks, assert_each_raises, host, layouts, random_array
 from mtensor.placement import Partial, Replicate, Shard, local_shape
 from op_sweep import assert_matches_numpy
 
@@ -104,7 +104,7 @@ def test_0d_dtensor_index(mesh):
         x = mt.distribute_tensor(V, mesh, placements, src_data_rank=None)
         for p in ([Replicate()] * mesh.ndim, [Partial()] * mesh.ndim):
             i = mt.distribute_tensor(np.array(3), mesh, p)
-            if not np.array_equal(x[i].full_tensor(), V[3]):
+            if not np.array_equal(host(x[i]), V[3]):
                 bad.append((placements, p))
     assert_all_ranks(not bad, f"{bad}")
 
@@ -129,8 +129,8 @@ def test_hits_are_balanced_and_never_gathered(mesh):
             moved = set(comm.get_comm_counts())
             ok = moved <= {"all_reduce", "all_to_all"}
             ok = ok and _balanced(flat, mesh, placements) and _balanced(picked, mesh, placements)
-            ok = ok and np.array_equal(flat.full_tensor(), np.flatnonzero(full))
-            ok = ok and np.array_equal(picked.full_tensor(), np.extract(full > 0, full))
+            ok = ok and np.array_equal(host(flat), np.flatnonzero(full))
+            ok = ok and np.array_equal(host(picked), np.extract(full > 0, full))
             if not ok:
                 bad.append((full.shape, placements, moved, flat.placements))
     assert_all_ranks(not bad, f"{bad[:3]}")
@@ -151,8 +151,8 @@ def test_hits_property(mesh, shape, density, pick):
     x = mt.distribute_tensor(full, mesh, placements, src_data_rank=None)
     got = np.nonzero(x)
     values = np.extract(x > 4, x)
-    ok = all(np.array_equal(g.full_tensor(), w) for g, w in zip(got, np.nonzero(full)))
-    ok = ok and np.array_equal(values.full_tensor(), np.extract(full > 4, full))
+    ok = all(np.array_equal(host(g), w) for g, w in zip(got, np.nonzero(full)))
+    ok = ok and np.array_equal(host(values), np.extract(full > 4, full))
     assert_all_ranks(ok, f"shape {shape}, {placements}")
 
 
@@ -187,7 +187,7 @@ def test_take_keeps_splits(mesh):
             out = fn()
         moved = comm.get_comm_bytes()
         ok = set(moved) <= {"all_reduce"} and moved.get("all_reduce", 0) <= 8
-        ok = ok and out.placements[0] == Shard(dim) and np.array_equal(out.full_tensor(), want)
+        ok = ok and out.placements[0] == Shard(dim) and np.array_equal(host(out), want)
         if not ok:
             bad.append((name, out.placements, moved))
     assert_all_ranks(not bad, f"{bad}")
@@ -204,7 +204,7 @@ def test_put_along_axis(mesh):
         want = M.copy()
         np.put_along_axis(want, ORDER[:, :2], -M[:, :2], axis=1)
         np.put_along_axis(want, np.array([0, 34]), 99.0, axis=None)
-        if not np.array_equal(x.full_tensor(), want) or x.placements != tuple(placements):
+        if not np.array_equal(host(x), want) or x.placements != tuple(placements):
             bad.append(placements)
     assert_all_ranks(not bad, f"put_along_axis: {bad}")
 
@@ -240,6 +240,6 @@ def test_take_wrap_compiles(mesh):
     table = mt.distribute_tensor(M, mesh, _split(mesh, 1))
     ids = mt.distribute_tensor(IDX, mesh, _split(mesh, 0))
     step = mt.compile(lambda t, i: np.take(t, i, axis=0, mode="wrap") * 2)
-    outs = [step(table, ids).full_tensor() for _ in range(2)]
+    outs = [host(step(table, ids)) for _ in range(2)]
     want = np.take(M, IDX, axis=0, mode="wrap") * 2
     assert_all_ranks(all(np.array_equal(o, want) for o in outs), "compiled take differs")

@@ -6,7 +6,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import mtensor as mt
-from mpi_helpers import assert_all_ranks, assert_each_raises, random_array
+from mpi_helpers import assert_all_ranks, assert_each_raises, host, random_array
 from op_sweep import assert_matches_numpy
 
 MESH_NDIM_MAX = 2   # 1-D and 2-D meshes (see conftest.mesh)
@@ -100,14 +100,14 @@ def test_partition_property(mesh):
     m = mt.distribute_tensor(M, mesh, _split(mesh, 1))
     bad = []
     for k in (0, 4, -1):
-        part = np.partition(x, k).full_tensor()
-        index = np.argpartition(x, k).full_tensor()
+        part = host(np.partition(x, k))
+        index = host(np.argpartition(x, k))
         if not _is_partition(part, VN, k % len(VN)):
             bad.append(f"partition kth={k}: {part}")
         if not (np.array_equal(np.sort(index), np.arange(len(VN)))
                 and _is_partition(VN[index], VN, k % len(VN))):
             bad.append(f"argpartition kth={k}: {index}")
-    rows = np.partition(m, (1, 3), axis=1).full_tensor()
+    rows = host(np.partition(m, (1, 3), axis=1))
     if not np.array_equal(rows, np.partition(M, (1, 3), axis=1)):
         bad.append("partition of a split axis of a 2-D array")
     assert_all_ranks(not bad, "; ".join(bad))
@@ -130,7 +130,7 @@ def test_layouts_and_communication(mesh):
     ok = ok and (mesh.size() == 1 or "all_to_all" in kinds)
     u = np.unique(v)
     ok = ok and (mesh.size() == 1 or u.placements == (mt.Shard(0),) * mesh.ndim)
-    ok = ok and np.array_equal(np.sort(rows.full_tensor()), np.sort(M))
+    ok = ok and np.array_equal(np.sort(host(rows)), np.sort(M))
     assert_all_ranks(ok, f"rows {rows.placements}, sort {out.placements} {kinds}, "
                          f"unique {u.placements}")
 
@@ -173,6 +173,6 @@ def test_sample_sort_properties(mesh, values, as_int, spread):
     x = mt.distribute_tensor(a, mesh, placements)
     got = [np.sort(x), np.argsort(x, kind="stable"), *np.unique(x, True, True, True)]
     want = [np.sort(a), np.argsort(a, kind="stable"), *np.unique(a, True, True, True)]
-    ok = all(g.dtype == w.dtype and np.array_equal(g.full_tensor(), w, equal_nan=True)
+    ok = all(g.dtype == w.dtype and np.array_equal(host(g), w, equal_nan=True)
              for g, w in zip(got, want))
     assert_all_ranks(ok, f"{a.tolist()} on {placements}")
