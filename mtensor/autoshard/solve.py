@@ -173,12 +173,12 @@ def _exact(problem: Problem, pricer: Pricer, assignment, dim: int, index: _Index
         assignment[i][dim] = int(np.argmax(values))
 
 
-# Layouts priced the same (an all-reduce, or a reduce-scatter then an all-gather) are told
-# apart by a nudge toward the later-listed choice of each item, far below any real
-# difference but above HiGHS's tolerances: without it, which of the tied optima HiGHS
-# returned varied from run to run on a loaded machine (8 ranks on 2 cores), and so did the
-# plan's collectives.  (Of the two ties of the Megatron test's loss input, the rows split
-# runs one all-gather more in the backward than its bill says: the bill's gap, issue 19.)
+# Layouts priced the same on one mesh dim are told apart by a nudge toward the later-listed
+# choice of each item, far below any real difference but above HiGHS's tolerances: without
+# it, which of the tied optima HiGHS returned varied from run to run on a loaded machine (8
+# ranks on 2 cores), and the descent over mesh dims then ended in different plans (for the
+# 2x4 Megatron test, one in four runs a plan with one all-gather more on tp, 0.10 ms more
+# by its own bill: a worse local optimum of the descent, not a tie).
 TIE_BREAK = 1e-5
 
 
