@@ -59,9 +59,9 @@ def solve(problem: Problem, model, exact_limit: int = EXACT_LIMIT):
     lower predicted step time (the outermost-first one on a tie)."""
     start = time.perf_counter()
     dims = [d for d, n in enumerate(problem.mesh_shape) if n > 1]
-    best = None
+    best, programs = None, {}
     for order in (dims, dims[::-1]) if len(dims) > 1 else (dims,):
-        assignment, methods = _descend(problem, model, exact_limit, order)
+        assignment, methods = _descend(problem, model, exact_limit, order, programs)
         step = bill(problem, assignment, model).step_s
         if best is None or step < best[0] * (1 - 1e-9):
             best = (step, assignment, methods)
@@ -78,9 +78,10 @@ def solve(problem: Problem, model, exact_limit: int = EXACT_LIMIT):
         time.perf_counter() - start
 
 
-def _descend(problem: Problem, model, exact_limit: int, dims):
+def _descend(problem: Problem, model, exact_limit: int, dims, programs: dict):
     """Mesh dims solved in ``dims``' order, each with the others' latest choices, until a
-    round changes nothing."""
+    round changes nothing; ``programs`` keeps each mesh dim's constraints (they do not
+    depend on the other dims' choices: only the prices and the memory row do)."""
     pricer = Pricer(problem, model)
     assignment = initial(problem)
     methods = set()
@@ -90,7 +91,7 @@ def _descend(problem: Problem, model, exact_limit: int, dims):
             if dim not in stale:
                 continue
             before = [a[dim] for a in assignment]
-            methods.add(_solve_dim(problem, pricer, assignment, dim, exact_limit))
+            methods.add(_solve_dim(problem, pricer, assignment, dim, exact_limit, programs))
             stale.discard(dim)
             if [a[dim] for a in assignment] != before:
                 stale |= set(dims) - {dim}
@@ -99,16 +100,17 @@ def _descend(problem: Problem, model, exact_limit: int, dims):
     return assignment, methods
 
 
-def _solve_dim(problem, pricer, assignment, dim, exact_limit) -> str:
+def _solve_dim(problem, pricer, assignment, dim, exact_limit, programs) -> str:
     pricer.at(dim, assignment)
-    index = _Index(problem, dim)
-    if index.nvars <= exact_limit:
+    if dim not in programs:
+        programs[dim] = _Program(problem, dim)
+    if programs[dim].index.nvars <= exact_limit:
         try:
             from scipy.optimize import milp   # noqa: F401  (the solver is optional)
         except ImportError:
             pass
         else:
-            _exact(problem, pricer, assignment, dim, index)
+            _exact(problem, pricer, assignment, dim, programs[dim])
             return "exact (integer program)"
     _heuristic(problem, pricer, assignment, dim)
     return "heuristic (greedy + iterated conditional modes)"
@@ -134,51 +136,70 @@ class _Index:
         self.nvars = n
 
 
-def _exact(problem: Problem, pricer: Pricer, assignment, dim: int, index: _Index) -> None:
+class _Program:
+    """One mesh dim's integer program as far as it is fixed: the variables (``index``), one
+    choice per item, each edge's shares marginalising to its two items' choices, which
+    variables are integral, and the tie-break nudge."""
+
+    def __init__(self, problem: Problem, dim: int):
+        self.index = index = _Index(problem, dim)
+        self.rows, self.cols, self.vals, self.lower, self.upper = [], [], [], [], []
+        for i, item in enumerate(problem.items):
+            self.constraint([(index.x[i] + c, 1.0) for c in range(len(item.choices[dim]))], 1, 1)
+        for e, (produced, want, base) in zip(problem.edges, index.pairs):
+            src, dst = problem.items[e.src], problem.items[e.dst]
+            for a, p in enumerate(produced):
+                self.constraint([(base + a * len(want) + b, 1.0) for b in range(len(want))]
+                                + [(index.x[e.src] + c, -1.0) for c, ch in
+                                   enumerate(src.choices[dim]) if ch.output == p], 0, 0)
+            for b, q in enumerate(want):
+                self.constraint([(base + a * len(want) + b, 1.0) for a in range(len(produced))]
+                                + [(index.x[e.dst] + c, -1.0) for c in range(len(dst.choices[dim]))
+                                   if wanted(dst, dim, c, e.slot) == q], 0, 0)
+        self.integrality = np.zeros(index.nvars)
+        for i, item in enumerate(problem.items):
+            self.integrality[index.x[i]:index.x[i] + len(item.choices[dim])] = 1
+        self.nudge = _tie_break(problem, index, dim)
+
+    def constraint(self, terms, lo, hi) -> None:
+        r = len(self.lower)
+        for col, val in terms:
+            self.rows.append(r)
+            self.cols.append(col)
+            self.vals.append(val)
+        self.lower.append(lo)
+        self.upper.append(hi)
+
+
+def _exact(problem: Problem, pricer: Pricer, assignment, dim: int, program: _Program) -> None:
     from scipy.optimize import LinearConstraint, milp
     from scipy.sparse import coo_array
 
+    index = program.index
     cost = np.zeros(index.nvars)
-    rows, cols, vals, lower, upper = [], [], [], [], []
-
-    def constraint(terms, lo, hi):
-        r = len(lower)
-        for col, val in terms:
-            rows.append(r)
-            cols.append(col)
-            vals.append(val)
-        lower.append(lo)
-        upper.append(hi)
-
     for i, item in enumerate(problem.items):
-        base = index.x[i]
         for c in range(len(item.choices[dim])):
-            cost[base + c] = pricer.item_cost(i, c)
-        constraint([(base + c, 1.0) for c in range(len(item.choices[dim]))], 1, 1)
+            cost[index.x[i] + c] = pricer.item_cost(i, c)
     for e, (produced, want, base) in zip(problem.edges, index.pairs):
-        src, dst = problem.items[e.src], problem.items[e.dst]
         for a, p in enumerate(produced):
             for b, q in enumerate(want):
                 cost[base + a * len(want) + b] = pricer.edge_cost(e, p, q)
-            constraint([(base + a * len(want) + b, 1.0) for b in range(len(want))]
-                       + [(index.x[e.src] + c, -1.0) for c, ch in
-                          enumerate(src.choices[dim]) if ch.output == p], 0, 0)
-        for b, q in enumerate(want):
-            constraint([(base + a * len(want) + b, 1.0) for a in range(len(produced))]
-                       + [(index.x[e.dst] + c, -1.0) for c in range(len(dst.choices[dim]))
-                          if wanted(dst, dim, c, e.slot) == q], 0, 0)
-    if problem.budget is not None:
+    rows, cols, vals = program.rows, program.cols, program.vals
+    lower, upper = program.lower, program.upper
+    if problem.budget is not None:          # the memory row: its prices read the other dims
         memory = np.zeros(index.nvars)
         for i, nbytes in problem.memory:
             for c in range(len(problem.items[i].choices[dim])):
                 memory[index.x[i] + c] += pricer.memory(i, c, nbytes)
-        constraint([(k, m) for k, m in enumerate(memory) if m], 0, problem.budget)
-    integrality = np.zeros(index.nvars)
-    for i, item in enumerate(problem.items):
-        integrality[index.x[i]:index.x[i] + len(item.choices[dim])] = 1
+        kept = [(k, m) for k, m in enumerate(memory) if m]
+        rows = rows + [len(lower)] * len(kept)
+        cols = cols + [k for k, _ in kept]
+        vals = vals + [m for _, m in kept]
+        lower, upper = lower + [0], upper + [problem.budget]
+    integrality = program.integrality
     matrix = coo_array((vals, (rows, cols)), shape=(len(lower), index.nvars)).tocsr()
     scale = max(float(cost.max()), 1e-30)  # seconds are tiny: keep HiGHS's tolerances apt
-    result = milp(cost / scale + _tie_break(problem, index, dim), integrality=integrality,
+    result = milp(cost / scale + program.nudge, integrality=integrality,
                   bounds=(0, 1), constraints=LinearConstraint(matrix, lower, upper),
                   options={"mip_rel_gap": 0})
     if result.x is None:      # only the memory constraint can make it infeasible
