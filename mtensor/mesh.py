@@ -1,7 +1,12 @@
 """DeviceMesh: a named N-D grid of MPI ranks, one sub-communicator per mesh dim.
 
 Ranks are laid out row-major over the mesh (an MPI Cartesian communicator without
-reordering), so rank ``r`` of the parent communicator sits at ``np.unravel_index(r, shape)``.
+reordering) in node order: the ranks of a node (an MPI ``COMM_TYPE_SHARED`` split, named by
+hostname) take consecutive positions, so the innermost mesh dims stay inside a node when
+their sizes allow (``layout="node"``, the default; on one node it is rank order, so rank
+``r`` sits at ``np.unravel_index(r, shape)``); ``layout="rank"`` keeps rank order anyway.
+``mesh.nodes`` names each position's node and ``mesh.intra_node`` says, per mesh dim,
+whether its groups stay inside a node; a heavy dim (``tp``) across nodes is warned about.
 Each mesh dim (and the whole mesh) gets a ``Communicator`` of the backend chosen for it
 (``comm.BACKENDS``; ``comm.select`` on a GPU mesh); ``get_group`` still hands out the mpi4py
 communicator itself.  A ``"cuda"`` mesh binds each rank to GPU ``local_rank % count``, the
@@ -11,11 +16,13 @@ is built, and so is the abort-on-error hook.
 from __future__ import annotations
 
 import math
+import os
 import sys
+import warnings
 from typing import Optional, Sequence, Tuple, Union
 
 from . import comm as _comm
-from . import device
+from . import device, topology
 from .comm import abort, select
 
 
@@ -51,9 +58,9 @@ class DeviceMesh:
     """An N-D grid of ranks with a communicator for the whole mesh and one per mesh dim."""
 
     def __init__(self, comm, shape, dim_names, device_type, groups, coordinate,
-                 communicators, whole):
+                 communicators, whole, nodes):
         """``communicators``: (backend name, Communicator) per mesh dim; ``whole``: the pair
-        of the whole mesh."""
+        of the whole mesh; ``nodes``: the node of each mesh position, row-major."""
         from mpi4py import MPI
         self.comm = comm
         self.shape: Tuple[int, ...] = tuple(shape)
@@ -67,6 +74,9 @@ class DeviceMesh:
         # the backend that runs each mesh dim's collectives ("mpi", "staged", "nccl", ...)
         self.backends = tuple(name for name, _ in communicators)
         self.coordinate: Tuple[int, ...] = tuple(coordinate)
+        self.nodes: Tuple[str, ...] = tuple(nodes)
+        # per mesh dim: whether each of its groups sits inside one node (the fast link)
+        self.intra_node: Tuple[bool, ...] = topology.intra_node(self.shape, self.nodes)
         world = MPI.COMM_WORLD.Get_group()
         group = comm.Get_group()
         self._world_ranks = tuple(group.Translate_ranks(list(range(comm.size)), world))
@@ -111,9 +121,13 @@ class DeviceMesh:
             group = self._groups[dim]
             names = None if self.mesh_dim_names is None else (self.mesh_dim_names[dim],)
             mine = (self.backends[dim], self._communicators[dim])
+            stride = math.prod(self.shape[dim + 1:])
+            first = sum(c * math.prod(self.shape[d + 1:])
+                        for d, c in enumerate(self.coordinate) if d != dim)
+            nodes = [self.nodes[first + k * stride] for k in range(self.shape[dim])]
             self._submeshes[dim] = DeviceMesh(
                 group, (self.shape[dim],), names, self.device_type, (group,),
-                (self.coordinate[dim],), (mine,), mine,
+                (self.coordinate[dim],), (mine,), mine, nodes,
             )
         return self._submeshes[dim]
 
@@ -138,7 +152,9 @@ class DeviceMesh:
     def __repr__(self) -> str:
         names = "" if self.mesh_dim_names is None else f", mesh_dim_names={self.mesh_dim_names}"
         comm = "" if self.device_type == "cpu" else f", backends={self.backends}"
-        return f"DeviceMesh({self.device_type!r}, shape={self.shape}{names}{comm})"
+        where = topology.describe(self.mesh_dim_names, self.intra_node, len(set(self.nodes)))
+        where = f", {where}" if where else ""
+        return f"DeviceMesh({self.device_type!r}, shape={self.shape}{names}{comm}{where})"
 
 
 def init_device_mesh(*args, **kwargs) -> DeviceMesh:
@@ -148,7 +164,9 @@ def init_device_mesh(*args, **kwargs) -> DeviceMesh:
 
     DTensor's positional form works too: ``init_device_mesh("cuda", (2, 4), mesh_dim_names=
     ...)``.  ``backend``: the communication backend of every mesh dim, or one name per mesh
-    dim (default: ``"mpi"`` on the host; on a GPU ``MTENSOR_GPU_COMM`` or ``"auto"``)."""
+    dim (default: ``"mpi"`` on the host; on a GPU ``MTENSOR_GPU_COMM`` or ``"auto"``).
+    ``layout="node"`` (default) lays ranks out node by node, ``"rank"`` in rank order;
+    ``heavy``: mesh dim names whose crossing of a node boundary is warned about."""
     if args and isinstance(args[0], str):       # init_device_mesh(device_type, mesh_shape, ...)
         kwargs["device_type"], args = args[0], args[1:]
     return _build(*args, **kwargs)
@@ -156,7 +174,8 @@ def init_device_mesh(*args, **kwargs) -> DeviceMesh:
 
 def _build(mesh_shape: Sequence[int], mesh_dim_names: Optional[Sequence[str]] = None,
            device_type: Optional[str] = None, comm=None,
-           backend: Union[str, Sequence[str], None] = None) -> DeviceMesh:
+           backend: Union[str, Sequence[str], None] = None, layout: str = "node",
+           heavy: Sequence[str] = ("tp",)) -> DeviceMesh:
     from mpi4py import MPI
     abort.install_once()
     comm = MPI.COMM_WORLD if comm is None else comm
@@ -170,19 +189,73 @@ def _build(mesh_shape: Sequence[int], mesh_dim_names: Optional[Sequence[str]] = 
     for name in backends:
         if name != "auto":
             _comm.backend(name)
+    if layout not in ("node", "rank"):
+        raise _mesh_error(f"layout {layout!r} is not one of 'node', 'rank'",
+                          "pass layout='node' (innermost mesh dims inside a node) or 'rank'")
     key = (comm.py2f(), shape, None if mesh_dim_names is None else tuple(mesh_dim_names),
-           device_type, device.DEVICES[device_type], backends)
+           device_type, device.DEVICES[device_type], backends, layout, tuple(heavy),
+           os.environ.get(FAKE_NODES))
     mesh = _built.get(key)
     if mesh is None:
-        _bind(device_type, comm)
+        labels = _node_labels(comm)
+        _bind(device_type, labels, comm.rank)
+        order = topology.node_order(labels) if layout == "node" else tuple(range(comm.size))
+        if order != tuple(range(comm.size)):          # ranks laid out node by node
+            comm = comm.Split(0, key=order.index(comm.rank))
+        nodes = tuple(labels[r] for r in order)
         cart = comm.Create_cart(list(shape), periods=[False] * len(shape), reorder=False)
         coordinate = cart.Get_coords(cart.rank)
         groups = [cart.Sub([d == k for k in range(len(shape))]) for d in range(len(shape))]
         communicators = [_communicator(b, g, device_type) for b, g in zip(backends, groups)]
         whole = _communicator(backends[0], cart, device_type)
         mesh = _built[key] = DeviceMesh(cart, shape, mesh_dim_names, device_type, groups,
-                                        coordinate, communicators, whole)
+                                        coordinate, communicators, whole, nodes)
+        _warn_heavy(mesh, heavy)
     return mesh
+
+
+# MTENSOR_NODE_OF_RANK="0,0,1,1": the node of each rank of the communicator, instead of
+# asking MPI (tests and the two-node bed tell ranks they sit on other nodes)
+FAKE_NODES = "MTENSOR_NODE_OF_RANK"
+
+
+def _node_labels(comm) -> tuple:
+    """The node of each rank of ``comm`` (the same tuple on every rank): its hostname, from
+    an MPI ``COMM_TYPE_SHARED`` split (a host with several shared-memory domains counts each)."""
+    fake = os.environ.get(FAKE_NODES)
+    if fake:
+        labels = tuple(f"node{v.strip()}" for v in fake.split(","))
+        if len(labels) != comm.size:
+            raise _mesh_error(f"{FAKE_NODES}={fake!r} names {len(labels)} ranks but the "
+                              f"communicator has {comm.size}", "give one node per rank")
+        return labels
+    from mpi4py import MPI
+    shared = comm.Split_type(MPI.COMM_TYPE_SHARED)
+    leader = shared.allreduce(comm.rank, op=MPI.MIN)
+    shared.Free()
+    seen = comm.allgather((MPI.Get_processor_name(), leader))
+    hosts = {}
+    for host, lead in seen:
+        hosts.setdefault(host, set()).add(lead)
+    return tuple(host if len(hosts[host]) == 1 else f"{host}#{lead}" for host, lead in seen)
+
+
+_warned: set = set()
+
+
+def _warn_heavy(mesh: "DeviceMesh", heavy) -> None:
+    """Say once (rank 0) when a heavy mesh dim (``tp`` by default) spans nodes."""
+    names = mesh.mesh_dim_names or ()
+    for name, inside in zip(names, mesh.intra_node):
+        if name in heavy and not inside and name not in _warned and len(set(mesh.nodes)) > 1:
+            _warned.add(name)
+            if mesh.comm.rank == 0:
+                warnings.warn(
+                    f"init_device_mesh: mesh dim {name!r} of {mesh!r} spans nodes: its "
+                    f"collectives (every layer's, for tensor parallelism) cross the slow "
+                    f"inter-node link; make it the innermost mesh dim with a size that "
+                    f"divides the ranks per node (layout='node' does the rest), or pass "
+                    f"heavy=() if that is meant", stacklevel=4)
 
 
 def _communicator(name: str, raw, device_type: str):
@@ -192,14 +265,11 @@ def _communicator(name: str, raw, device_type: str):
     return name, _comm.backend(name)(raw)
 
 
-def _bind(device_type: str, comm) -> None:
+def _bind(device_type: str, labels, rank: int) -> None:
     """Bind this rank to its GPU: ``local_rank % count`` among the ranks of its node."""
     if device_type == "cpu":
         return
-    from mpi4py import MPI
-    node = comm.Split_type(MPI.COMM_TYPE_SHARED)
-    local_rank = node.rank
-    node.Free()
+    local_rank = labels[:rank].count(labels[rank])
     device.bind(device_type, local_rank)
 
 

@@ -25,7 +25,7 @@ import optree
 from ..dtensor import DTensor, distribute_tensor, guarded
 from ..placement import Replicate
 from ..pytree import NAMESPACE
-from ..redistribute.cost import get_cost_model
+from ..redistribute.cost import for_links, get_cost_model
 from ..spec import check_no_partial_target, check_placements
 from .plan import Plan
 from .record import record
@@ -113,7 +113,7 @@ def auto_shard(step, *args, mesh, fixed=None, memory_budget=None, optimizer_slot
             copied.append(x)
         copies.append(rebuild(copied))
     graph = record(step, copies, mesh, leaves_at, optimizer_slots)
-    model = get_cost_model()
+    model = for_links(get_cost_model(), mesh.intra_node)
     solution = _agreed(search(graph, model, parse_bytes(memory_budget), exact_limit), mesh,
                        model)
     return Plan(step, mesh, solution, [(paths, rebuild) for paths, rebuild, _ in trees],

@@ -7,6 +7,8 @@ replicated block, zeroing a partial term) cost a memory copy at ``copy_beta``.
 """
 from __future__ import annotations
 
+import dataclasses
+import functools
 from dataclasses import dataclass
 from typing import Tuple
 
@@ -92,6 +94,27 @@ _default = [CostModel()]
 
 def get_cost_model() -> CostModel:
     return _default[0]
+
+
+# An uncalibrated model's link across nodes: 20 us and 10 Gbit/s (a common Ethernet; an
+# InfiniBand cluster is faster, and ``mt.calibrate`` measures each mesh dim's own link).  Its
+# own ``alpha``/``beta`` stand for a link inside a node (shared memory).
+INTER_NODE = (2e-5, 1.25e9)
+
+
+def for_links(model: CostModel, intra_node) -> CostModel:
+    """``model`` for a mesh whose dims are inside a node or not (``mesh.intra_node``): a
+    calibrated model (one link per mesh dim) as it is; otherwise the dims across nodes get
+    ``INTER_NODE``, so plans prefer the fast axis."""
+    if model.per_dim or all(intra_node):
+        return model
+    return _with_links(model, tuple(bool(i) for i in intra_node))
+
+
+@functools.lru_cache(maxsize=64)
+def _with_links(model: CostModel, intra_node) -> CostModel:
+    links = tuple((model.alpha, model.beta) if inside else INTER_NODE for inside in intra_node)
+    return dataclasses.replace(model, per_dim=links)
 
 
 def set_cost_model(model: CostModel) -> None:

@@ -13,7 +13,8 @@ PACKAGE = Path(__file__).resolve().parents[2] / "mtensor"
 LAYERS = [
     # 0. pure data and the mode slots: no MPI, no DTensor
     ["mtensor.placement", "mtensor.steps", "mtensor.modes", "mtensor.buffers",
-     "mtensor.pytree", "mtensor.device", "mtensor.version", "mtensor.testing"],
+     "mtensor.pytree", "mtensor.device", "mtensor.version", "mtensor.testing",
+     "mtensor.topology"],
     # 1. planning: specs, sharding rules, plans, cost model, graph passes (no MPI)
     ["mtensor.spec", "mtensor.ops", "mtensor.redistribute.cost", "mtensor.redistribute.plan",
      "mtensor.redistribute", "mtensor.trace_compile", "mtensor.trace_compile.graph",

@@ -1,0 +1,55 @@
+"""Where a mesh's ranks sit: which node each one is on, the order that keeps the innermost
+mesh dims inside a node, and whether each mesh dim's groups stay inside one node.
+
+Pure arithmetic on node labels (no MPI): ``mesh.py`` gathers the labels (an MPI
+``COMM_TYPE_SHARED`` split and the hostnames, agreed over the communicator) and applies the
+order.  The classic failure this exists for: a tensor-parallel dim, whose all-reduces are in
+every layer, laid across the slow inter-node link while the data-parallel dim, reduced once
+per step, stays inside a node.
+"""
+from __future__ import annotations
+
+import math
+from typing import Sequence, Tuple
+
+
+def node_order(nodes: Sequence) -> Tuple[int, ...]:
+    """Ranks sorted by node (nodes in order of first appearance), rank order within a node:
+    laid row-major over the mesh in this order, consecutive positions share a node, so the
+    innermost mesh dims stay inside one when their sizes divide the node's."""
+    first = {}
+    for label in nodes:
+        first.setdefault(label, len(first))
+    return tuple(sorted(range(len(nodes)), key=lambda r: (first[nodes[r]], r)))
+
+
+def intra_node(shape: Sequence[int], nodes_by_position: Sequence) -> Tuple[bool, ...]:
+    """Per mesh dim: whether every group along it (the ranks that differ only in that
+    coordinate) sits on one node.  ``nodes_by_position``: the node of each mesh position,
+    row-major."""
+    out = []
+    for d in range(len(shape)):
+        stride = math.prod(shape[d + 1:])
+        inside = True
+        for position, label in enumerate(nodes_by_position):
+            if (position // stride) % shape[d]:        # compare each group with its first
+                continue
+            group = [nodes_by_position[position + k * stride] for k in range(shape[d])]
+            inside = inside and len(set(group)) == 1
+        out.append(inside)
+    return tuple(out)
+
+
+def describe(names, intra: Sequence[bool], nnodes: int) -> str:
+    """``repr(mesh)``'s words for the layout: which mesh dims stay inside a node."""
+    if nnodes <= 1:
+        return ""
+    labels = [str(n) for n in names] if names else [f"dim {d}" for d in range(len(intra))]
+    inside = [n for n, i in zip(labels, intra) if i]
+    across = [n for n, i in zip(labels, intra) if not i]
+    words = f"{nnodes} nodes"
+    if inside:
+        words += f", {'/'.join(inside)} inside a node"
+    if across:
+        words += f", {'/'.join(across)} across nodes"
+    return words

@@ -1,0 +1,75 @@
+"""Node-aware meshes with ranks told they sit on other nodes (MTENSOR_NODE_OF_RANK): a
+round-robin launch over two nodes, as a cluster's scheduler may make, at 4 and 8 ranks."""
+import warnings
+
+import numpy as np
+import pytest
+
+import mtensor as mt
+from mpi_helpers import WORLD, assert_all_ranks, host
+from mtensor import mesh as mesh_module
+from mtensor.placement import Replicate, Shard
+from mtensor.redistribute.cost import INTER_NODE, for_links
+
+
+def _two_nodes():
+    if WORLD.size not in (4, 8):
+        pytest.skip("two fake nodes of 2 or 4 ranks")
+    return [str(r % 2) for r in range(WORLD.size)]          # round-robin over 2 nodes
+
+
+def _mesh(nodes, monkeypatch, **options):
+    monkeypatch.setenv("MTENSOR_NODE_OF_RANK", ",".join(nodes))
+    return mt.init_device_mesh((2, WORLD.size // 2), mesh_dim_names=("dp", "tp"),
+                               comm=WORLD.Dup(), **options)
+
+
+def test_tp_is_laid_inside_a_node_and_computes_like_numpy(monkeypatch):
+    nodes = _two_nodes()
+    mesh = _mesh(nodes, monkeypatch)
+    assert mesh.intra_node == (False, True) and len(set(mesh.nodes)) == 2
+    assert "tp inside a node, dp across nodes" in repr(mesh)
+    tp_members = mesh.get_group("tp").allgather(WORLD.rank)
+    assert_all_ranks(all(nodes[r] == nodes[WORLD.rank] for r in tp_members),
+                     f"tp group {tp_members} spans nodes {nodes}")
+    assert mesh["tp"].intra_node == (True,) and mesh["dp"].intra_node == (False,)
+    rng = np.random.default_rng(0)
+    x, a, b = rng.normal(size=(8, 6)), rng.normal(size=(6, 12)), rng.normal(size=(12, 6))
+    X = mt.distribute_tensor(x, mesh, [Shard(0), Replicate()])
+    A = mt.distribute_tensor(a, mesh, [Replicate(), Shard(1)])
+    B = mt.distribute_tensor(b, mesh, [Replicate(), Shard(0)])
+    with mt.CommDebugMode() as comm:
+        Y = (np.tanh(X @ A) @ B).redistribute(mesh, [Shard(0), Replicate()])
+    assert comm.get_comm_counts() == {"all_reduce": 1}
+    assert [r.mesh_dim for r in comm.log] == [1]                # on tp: inside the node
+    np.testing.assert_allclose(host(Y), np.tanh(x @ a) @ b, rtol=1e-12)
+    model = for_links(mt.get_cost_model(), mesh.intra_node)
+    assert model.link(0) == INTER_NODE and model.link(1) != INTER_NODE
+
+
+def test_rank_layout_keeps_rank_order_and_warns_once(monkeypatch):
+    nodes = _two_nodes()
+    mesh_module._warned.discard("tp")
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        mesh = _mesh(nodes, monkeypatch, layout="rank")
+        _mesh(nodes, monkeypatch, layout="rank")
+    assert mesh.intra_node == (True, False)
+    assert mesh.get_coordinate() == list(np.unravel_index(WORLD.rank, mesh.shape))
+    said = [w for w in seen if "'tp'" in str(w.message) and "spans nodes" in str(w.message)]
+    assert len(said) == (1 if WORLD.rank == 0 else 0)
+    with warnings.catch_warnings(record=True) as quiet:
+        warnings.simplefilter("always")
+        mesh_module._warned.discard("tp")
+        _mesh(nodes, monkeypatch, layout="rank", heavy=())
+    assert not [w for w in quiet if "spans nodes" in str(w.message)]
+
+
+def test_a_node_list_of_the_wrong_length_fails_on_every_rank(monkeypatch):
+    monkeypatch.setenv("MTENSOR_NODE_OF_RANK", "0")
+    if WORLD.size == 1:
+        pytest.skip("one rank, one node: the list fits")
+    with pytest.raises(ValueError, match="MTENSOR_NODE_OF_RANK='0' names 1 ranks"):
+        mt.init_device_mesh((WORLD.size,), comm=WORLD.Dup())
+    with pytest.raises(ValueError, match="layout 'zigzag'"):
+        mt.init_device_mesh((WORLD.size,), layout="zigzag")

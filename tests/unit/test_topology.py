@@ -1,0 +1,52 @@
+"""Node-aware layout arithmetic and the per-link cost defaults, without MPI."""
+import pytest
+
+from mtensor import topology
+from mtensor.redistribute.cost import INTER_NODE, CostModel, for_links
+
+
+@pytest.mark.parametrize("nodes,want", [
+    (["a", "a", "b", "b"], (0, 1, 2, 3)),              # already node by node
+    (["a", "b", "a", "b"], (0, 2, 1, 3)),              # round-robin launch: regrouped
+    (["b", "a", "b", "a", "b", "a", "b", "a"], (0, 2, 4, 6, 1, 3, 5, 7)),
+    (["x"] * 3, (0, 1, 2)),
+])
+def test_ranks_are_ordered_node_by_node(nodes, want):
+    assert topology.node_order(nodes) == want
+
+
+@pytest.mark.parametrize("shape,nodes,want", [
+    ((2, 4), ["a"] * 4 + ["b"] * 4, (False, True)),    # tp inside each node, dp across
+    ((4, 2), ["a"] * 4 + ["b"] * 4, (False, True)),
+    ((2, 4), ["a", "b"] * 4, (True, False)),           # rank order over round-robin nodes
+    ((2, 2, 2), ["a"] * 4 + ["b"] * 4, (False, True, True)),
+    ((8,), ["a"] * 4 + ["b"] * 4, (False,)),
+    ((2, 4), ["a"] * 8, (True, True)),
+])
+def test_a_mesh_dim_is_intra_node_when_every_group_is(shape, nodes, want):
+    assert topology.intra_node(shape, nodes) == want
+
+
+def test_node_order_puts_the_innermost_dims_inside_a_node():
+    nodes = ["a", "b"] * 4                             # 2 nodes of 4, ranks interleaved
+    order = topology.node_order(nodes)
+    assert topology.intra_node((2, 4), [nodes[r] for r in order]) == (False, True)
+    assert topology.intra_node((2, 4), nodes) == (True, False)
+
+
+def test_repr_words():
+    assert topology.describe(("dp", "tp"), (False, True), 2) == \
+        "2 nodes, tp inside a node, dp across nodes"
+    assert topology.describe(None, (True,), 1) == ""
+
+
+def test_uncalibrated_models_price_links_across_nodes_slower():
+    model = CostModel()
+    assert for_links(model, (True, True)) is model
+    split = for_links(model, (False, True))
+    assert split.link(0) == INTER_NODE and split.link(1) == (model.alpha, model.beta)
+    assert for_links(model, (False, True)) is split            # one model per layout
+    calibrated = CostModel(per_dim=((1e-6, 1e10), (1e-6, 1e10)))
+    assert for_links(calibrated, (False, True)) is calibrated  # measured links win
+    big = 64 << 20
+    assert split.step_time("all_reduce", 0, 4, big) > 3 * split.step_time("all_reduce", 1, 4, big)
