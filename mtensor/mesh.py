@@ -24,6 +24,7 @@ from typing import Optional, Sequence, Tuple, Union
 from . import comm as _comm
 from . import device, topology
 from .comm import abort, select
+from .redistribute.cost import for_links, get_cost_model, hierarchical_crossover
 
 
 def _mesh_error(what: str, fix: str) -> ValueError:
@@ -121,10 +122,7 @@ class DeviceMesh:
             group = self._groups[dim]
             names = None if self.mesh_dim_names is None else (self.mesh_dim_names[dim],)
             mine = (self.backends[dim], self._communicators[dim])
-            stride = math.prod(self.shape[dim + 1:])
-            first = sum(c * math.prod(self.shape[d + 1:])
-                        for d, c in enumerate(self.coordinate) if d != dim)
-            nodes = [self.nodes[first + k * stride] for k in range(self.shape[dim])]
+            nodes = topology.group_nodes(self.shape, self.nodes, self.coordinate, dim)
             self._submeshes[dim] = DeviceMesh(
                 group, (self.shape[dim],), names, self.device_type, (group,),
                 (self.coordinate[dim],), (mine,), mine, nodes,
@@ -206,7 +204,8 @@ def _build(mesh_shape: Sequence[int], mesh_dim_names: Optional[Sequence[str]] = 
         cart = comm.Create_cart(list(shape), periods=[False] * len(shape), reorder=False)
         coordinate = cart.Get_coords(cart.rank)
         groups = [cart.Sub([d == k for k in range(len(shape))]) for d in range(len(shape))]
-        communicators = [_communicator(b, g, device_type) for b, g in zip(backends, groups)]
+        communicators = [_across_nodes(b, g, device_type, shape, nodes, coordinate, d)
+                         for d, (b, g) in enumerate(zip(backends, groups))]
         whole = _communicator(backends[0], cart, device_type)
         mesh = _built[key] = DeviceMesh(cart, shape, mesh_dim_names, device_type, groups,
                                         coordinate, communicators, whole, nodes)
@@ -256,6 +255,19 @@ def _warn_heavy(mesh: "DeviceMesh", heavy) -> None:
                     f"inter-node link; make it the innermost mesh dim with a size that "
                     f"divides the ranks per node (layout='node' does the rest), or pass "
                     f"heavy=() if that is meant", stacklevel=4)
+
+
+def _across_nodes(name, raw, device_type, shape, nodes, coordinate, dim):
+    """A host mesh dim spread evenly over several nodes gets the two-level all-reduce
+    (``comm.hierarchical``, where the cost model says it wins); any other, ``name``."""
+    group = topology.group_nodes(shape, nodes, coordinate, dim)
+    per_node = topology.even_split(group)
+    if name != "mpi" or device_type != "cpu" or per_node < 2:
+        return _communicator(name, raw, device_type)
+    from .comm.hierarchical import Hierarchical
+    model = for_links(get_cost_model(), topology.intra_node(shape, nodes))
+    crossover = hierarchical_crossover(model, dim, per_node, len(group) // per_node)
+    return Hierarchical.name, Hierarchical(raw, group, crossover)
 
 
 def _communicator(name: str, raw, device_type: str):

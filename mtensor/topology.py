@@ -40,6 +40,20 @@ def intra_node(shape: Sequence[int], nodes_by_position: Sequence) -> Tuple[bool,
     return tuple(out)
 
 
+def group_nodes(shape, nodes_by_position, coordinate, dim: int) -> Tuple:
+    """The node of each rank of this rank's group along mesh dim ``dim``, in group order."""
+    stride = math.prod(shape[dim + 1:])
+    first = sum(c * math.prod(shape[d + 1:]) for d, c in enumerate(coordinate) if d != dim)
+    return tuple(nodes_by_position[first + k * stride] for k in range(shape[dim]))
+
+
+def even_split(group) -> int:
+    """Ranks per node of a group spread evenly over two or more nodes, else 0."""
+    per_node = {label: group.count(label) for label in group}
+    counts = set(per_node.values())
+    return counts.pop() if len(per_node) > 1 and len(counts) == 1 else 0
+
+
 def describe(names, intra: Sequence[bool], nnodes: int) -> str:
     """``repr(mesh)``'s words for the layout: which mesh dims stay inside a node."""
     if nnodes <= 1:

@@ -111,6 +111,20 @@ def for_links(model: CostModel, intra_node) -> CostModel:
     return _with_links(model, tuple(bool(i) for i in intra_node))
 
 
+def hierarchical_crossover(model: CostModel, mesh_dim: int, per_node: int,
+                           nodes: int) -> float:
+    """Bytes above which an all-reduce over a mesh dim spread ``per_node`` ranks on each of
+    ``nodes`` nodes is faster as reduce-scatter inside the nodes, all-reduce of 1/per_node
+    across them, all-gather inside (inf: never).  Inside a node: ``model``'s own alpha and
+    beta; across: the mesh dim's link."""
+    a_in, b_in = model.alpha, model.beta
+    a_x, b_x = model.link(mesh_dim)
+    n = per_node * nodes
+    saved = (2 * (n - 1) / n / b_x - 2 * (per_node - 1) / per_node / b_in
+             - 2 * (nodes - 1) / nodes / per_node / b_x)
+    return 2 * a_in / saved if saved > 0 else float("inf")
+
+
 @functools.lru_cache(maxsize=64)
 def _with_links(model: CostModel, intra_node) -> CostModel:
     links = tuple((model.alpha, model.beta) if inside else INTER_NODE for inside in intra_node)

@@ -73,3 +73,25 @@ def test_a_node_list_of_the_wrong_length_fails_on_every_rank(monkeypatch):
         mt.init_device_mesh((WORLD.size,), comm=WORLD.Dup())
     with pytest.raises(ValueError, match="layout 'zigzag'"):
         mt.init_device_mesh((WORLD.size,), layout="zigzag")
+
+
+def test_an_all_reduce_across_nodes_reduces_inside_them_first(monkeypatch):
+    """A 1-D mesh over two nodes: above the crossover the cost model gives, reduce-scatter
+    inside each node, all-reduce of the pieces across, all-gather inside; numpy's sums and
+    NaN-carrying max either way."""
+    nodes = _two_nodes()
+    monkeypatch.setenv("MTENSOR_NODE_OF_RANK", ",".join(nodes))
+    mesh = mt.init_device_mesh((WORLD.size,), mesh_dim_names=("dp",), comm=WORLD.Dup())
+    assert mesh.backends == ("mpi-hier",) and mesh.intra_node == (False,)
+    crossover = mesh.communicator(0).crossover
+    assert 1 << 10 < crossover < 1 << 20               # ~18 KiB with the default links
+    for rows in (4, int(crossover // 8 // 3) + 7):     # below and above it, uneven pieces
+        terms = [np.arange(rows * 3, dtype=np.float64).reshape(rows, 3) * (r + 1) - r
+                 for r in range(WORLD.size)]
+        terms[-1][0, 0] = np.nan
+        for op, want in (("sum", sum(terms[1:], terms[0])), ("max", np.maximum.reduce(terms))):
+            x = mt.DTensor.from_local(terms[WORLD.rank], mesh, [mt.Partial(op)], shape=(rows, 3))
+            with mt.CommDebugMode() as comm:
+                got = host(x.redistribute(mesh, [Replicate()]).to_local())
+            assert comm.get_backend_counts() == {"mpi-hier": 1}
+            assert_all_ranks(np.allclose(got, want, equal_nan=True), f"{op} of {rows} rows")

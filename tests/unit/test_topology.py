@@ -50,3 +50,29 @@ def test_uncalibrated_models_price_links_across_nodes_slower():
     assert for_links(calibrated, (False, True)) is calibrated  # measured links win
     big = 64 << 20
     assert split.step_time("all_reduce", 0, 4, big) > 3 * split.step_time("all_reduce", 1, 4, big)
+
+
+def test_groups_and_their_nodes():
+    nodes = ["a"] * 4 + ["b"] * 4
+    assert topology.group_nodes((2, 4), nodes, (1, 2), 0) == ("a", "b")
+    assert topology.group_nodes((2, 4), nodes, (1, 2), 1) == ("b",) * 4
+    assert topology.even_split(("a", "a", "b", "b")) == 2
+    assert topology.even_split(("a", "a", "a", "b")) == 0       # uneven: flat
+    assert topology.even_split(("a", "a")) == 0                 # one node: flat
+
+
+def test_the_two_level_all_reduce_wins_above_a_size_the_links_give():
+    from mtensor.redistribute.cost import hierarchical_crossover
+    model = for_links(CostModel(), (False,))
+    a_in, b_in = model.alpha, model.beta
+    a_x, b_x = INTER_NODE
+    crossover = hierarchical_crossover(model, 0, 2, 2)
+
+    def flat(s):            # one all-reduce of 4 ranks over the slow link
+        return a_x + 2 * 3 / 4 * s / b_x
+
+    def two_level(s):       # reduce-scatter and all-gather in pairs, all-reduce of halves
+        return 2 * (a_in + s / 2 / b_in) + a_x + 2 * (1 / 2) * (s / 2) / b_x
+    below, above = crossover * 0.9, crossover * 1.1
+    assert flat(below) < two_level(below) and two_level(above) < flat(above)
+    assert hierarchical_crossover(CostModel(), 0, 2, 2) == float("inf")  # equal links: never
