@@ -64,10 +64,9 @@ def on_device(block) -> bool:
 
 def empty(shape, dtype, like=None):
     """An uninitialised C-contiguous block on ``like``'s device (host: from the buffer pool)."""
-    module = np if like is None else xp(like)
-    if module is np:
+    if like is None or type(like) is np.ndarray:
         return buffers.empty(shape, dtype)
-    return module.empty(shape, dtype)
+    return xp(like).empty(shape, dtype)
 
 
 def empty_on(device_type: str, shape, dtype):
@@ -79,6 +78,8 @@ def empty_on(device_type: str, shape, dtype):
 
 def contiguous(block):
     """``block`` C-contiguous on its own device (no copy when it is already)."""
+    if type(block) is np.ndarray:
+        return np.ascontiguousarray(block)
     return xp(block).ascontiguousarray(block)
 
 
