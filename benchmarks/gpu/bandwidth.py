@@ -55,16 +55,6 @@ def copies(cp, nbytes, reps):
     return out
 
 
-def usable_backends():
-    """The GPU backends this job can run (every rank agrees)."""
-    gpus = device.array_module("cuda").cuda.runtime.getDeviceCount()
-    local = WORLD.Split_type(MPI.COMM_TYPE_SHARED)
-    distinct = WORLD.allreduce(local.size <= gpus, op=MPI.LAND)
-    local.Free()
-    aware = WORLD.allreduce(select.mpi_cuda_aware(), op=MPI.LAND)
-    return ["staged"] + (["cuda-aware"] if aware else []) + (["nccl"] if distinct else [])
-
-
 def bus(kind, n, nbytes, seconds):
     factor = 2 * (n - 1) / n if kind == "all_reduce" else (n - 1) / n
     return factor * nbytes / seconds / 1e9
@@ -75,7 +65,7 @@ def collectives(sizes, reps):
     cp = device.array_module("cuda")
     host_comm = mt.init_device_mesh((n,)).communicator(0)
     rows = []
-    for name in usable_backends():
+    for name in select.runnable("cuda", WORLD):
         group = mt.init_device_mesh("cuda", (n,), backend=name).communicator(0)
         for nbytes in sizes:
             count = nbytes // 4

@@ -56,6 +56,20 @@ def _even(counts) -> bool:
     return all(c == counts[0] for c in counts)
 
 
+class HostMetadata:
+    """The metadata collectives of a device backend, on its host ``MPIHost`` (``self.host``):
+    small integer vectors, pickled objects and barriers never touch device memory."""
+
+    def sum_ints(self, values):
+        return self.host.sum_ints(values)
+
+    def allgather_object(self, obj) -> list:
+        return self.host.allgather_object(obj)
+
+    def barrier(self) -> None:
+        self.host.barrier()
+
+
 class MPIHost:
     """mpi4py on host buffers over one communicator (a mesh dim's, or the whole mesh's)."""
 

@@ -17,7 +17,7 @@ import numpy as np
 
 from .. import device
 from . import nan_flags
-from .mpi_host import MPIHost
+from .mpi_host import HostMetadata, MPIHost
 from .requests import Started, test_all, wait
 from .staged import Staged
 
@@ -61,7 +61,7 @@ class _StreamEvent:
         return self.event.done
 
 
-class NCCL:
+class NCCL(HostMetadata):
     """NCCL on device buffers over one communicator; host buffers go to host MPI."""
 
     name = "nccl"
@@ -200,12 +200,3 @@ class NCCL:
                 self.comm.recv(r.data.ptr, r.size, byte, root, stream)
         finally:
             self.nccl.groupEnd()
-
-    def sum_ints(self, values):
-        return self.host.sum_ints(values)
-
-    def allgather_object(self, obj) -> list:
-        return self.host.allgather_object(obj)
-
-    def barrier(self) -> None:
-        self.host.barrier()

@@ -83,3 +83,17 @@ def decide(ranks) -> str:
     if all(aware for *_, aware in ranks):
         return "cuda-aware"
     return "staged"
+
+
+def runnable(device_type: str, raw) -> tuple:
+    """The GPU backends a job can run over the group ``raw`` (a collective; the GPU check
+    and the tests try each): staged always; CUDA-aware where every rank's MPI says so; NCCL
+    where no node holds more of the group's ranks than it has GPUs and NCCL loads on all."""
+    from mpi4py import MPI
+    gpus = device.array_module(device_type).cuda.runtime.getDeviceCount()
+    local = raw.Split_type(MPI.COMM_TYPE_SHARED)
+    fits = local.size <= gpus
+    local.Free()
+    reports = raw.allgather((fits and _nccl_loads(device_type), mpi_cuda_aware()))
+    return (("staged",) + (("cuda-aware",) if all(aware for _, aware in reports) else ())
+            + (("nccl",) if all(nccl for nccl, _ in reports) else ()))

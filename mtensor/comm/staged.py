@@ -16,7 +16,7 @@ import os
 import numpy as np
 
 from .. import device
-from .mpi_host import MPIHost
+from .mpi_host import HostMetadata, MPIHost
 from .requests import Started, test_all, wait
 
 CHUNK_BYTES = int(os.environ.get("MTENSOR_STAGED_CHUNK_MB", "4")) << 20
@@ -46,7 +46,7 @@ class PinnedPool:
             self._free.setdefault(raw.size, []).append(raw)
 
 
-class Staged:
+class Staged(HostMetadata):
     """Host MPI on pinned copies of device buffers, over one communicator."""
 
     name = "staged"
@@ -148,12 +148,3 @@ class Staged:
         if staged:
             self.pool.give(down)
         self._up(up, recv)
-
-    def sum_ints(self, values):
-        return self.host.sum_ints(values)
-
-    def allgather_object(self, obj) -> list:
-        return self.host.allgather_object(obj)
-
-    def barrier(self) -> None:
-        self.host.barrier()

@@ -21,12 +21,7 @@ def backends(xp):
     if xp.name == "fake":
         return ("staged", "cuda-aware", "nccl")
     from mtensor.comm import select
-    gpus = xp.module.cuda.runtime.getDeviceCount()
-    local = WORLD.Split_type(MPI.COMM_TYPE_SHARED)
-    distinct = WORLD.allreduce(local.size <= gpus, op=MPI.LAND)
-    local.Free()
-    aware = WORLD.allreduce(select.mpi_cuda_aware(), op=MPI.LAND)
-    return ("staged",) + (("cuda-aware",) if aware else ()) + (("nccl",) if distinct else ())
+    return select.runnable("cuda", WORLD)
 
 
 def line_mesh(xp, backend=None, comm=None):

@@ -13,8 +13,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "mtensor"
 LAYERS = [
     # 0. pure data and the mode slots: no MPI, no DTensor
     ["mtensor.placement", "mtensor.steps", "mtensor.modes", "mtensor.buffers",
-     "mtensor.pytree", "mtensor.device", "mtensor.version", "mtensor.testing",
-     "mtensor.topology"],
+     "mtensor.pytree", "mtensor.device", "mtensor.version", "mtensor.topology"],
     # 1. planning: specs, sharding rules, plans, cost model, graph passes (no MPI)
     ["mtensor.spec", "mtensor.ops", "mtensor.redistribute.cost", "mtensor.redistribute.plan",
      "mtensor.redistribute", "mtensor.trace_compile", "mtensor.trace_compile.graph",
@@ -24,8 +23,9 @@ LAYERS = [
      "mtensor.autodiff", "mtensor.autoshard.graph", "mtensor.autoshard.problem",
      "mtensor.autoshard.solve", "mtensor.autoshard.bill", "mtensor.autoshard.search",
      "mtensor.autoshard.explain"],
-    # 2. communication: the protocol and its backends (the only MPI calls)
-    ["mtensor.comm"],
+    # 2. communication: the protocol and its backends (the only MPI calls); the fake CuPy,
+    # whose NCCL runs over MPI
+    ["mtensor.comm", "mtensor.testing"],
     # 3. meshes, and executing plans on them
     ["mtensor.mesh", "mtensor.redistribute.execute", "mtensor.redistribute.calibrate",
      "mtensor.overlap.buckets", "mtensor.overlap.replay", "mtensor.debug.trace_export"],
