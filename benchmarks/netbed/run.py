@@ -33,23 +33,33 @@ def mpiexec() -> str:
     return str(beside) if beside.exists() else "mpiexec"
 
 
-def launch_command(script_args, timeout):
-    """timeout ... mpiexec <rank 0 in mtnet0> : <rank 1 in mtnet1> (hydra MPMD)."""
+def launch_command(script, script_args, timeout, per_node=1):
+    """timeout ... mpiexec <ranks in mtnet0> : <ranks in mtnet1> (hydra MPMD).
+
+    ``per_node`` > 1: hydra's fork launcher is told the namespaces are two hosts of
+    ``per_node`` slots each, so MPICH puts them on two nodes (shared memory inside a
+    namespace, the netmod between them) without ``MPIR_CVAR_NOLOCAL``."""
     cmd = ["timeout", "-k", "10", str(timeout), mpiexec()]
+    if per_node > 1:
+        cmd += ["-launcher", "fork", "-hosts",
+                ",".join(f"{ns}:{per_node}" for ns in netns.NAMESPACES)]
     for i, (ns, dev) in enumerate(zip(netns.NAMESPACES, netns.IFACES)):
         if i:
             cmd.append(":")
-        cmd += ["-n", "1", "-env", "FI_TCP_IFACE", dev, "ip", "netns", "exec", ns,
-                sys.executable, str(HERE / "overlap.py"), *script_args]
+        cmd += ["-n", str(per_node), "-env", "FI_TCP_IFACE", dev, "ip", "netns", "exec", ns,
+                sys.executable, str(HERE / script), *script_args]
     return cmd
 
 
-def run_once(script_args, timeout, extra_env):
+def run_once(script_args, timeout, extra_env, script="overlap.py", per_node=1):
+    """Launch ``script`` on the bed; the JSON its rank 0 writes, plus the launch line."""
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "result.json"
-        cmd = launch_command([*script_args, "--json", str(out)], timeout)
-        env = dict(os.environ, **MPI_ENV, **extra_env)
-        shown = " ".join(f"{k}={v}" for k, v in {**MPI_ENV, **extra_env}.items())
+        cmd = launch_command(script, [*script_args, "--json", str(out)], timeout, per_node)
+        base = MPI_ENV if per_node == 1 else {k: v for k, v in MPI_ENV.items()
+                                              if k != "MPIR_CVAR_NOLOCAL"}
+        env = dict(os.environ, **base, **extra_env)
+        shown = " ".join(f"{k}={v}" for k, v in {**base, **extra_env}.items())
         print(f"[netbed] {shown} {shlex.join(cmd)}", flush=True)
         proc = subprocess.Popen(cmd, env=env, start_new_session=True)
         try:
@@ -63,7 +73,7 @@ def run_once(script_args, timeout, extra_env):
                 proc.wait()
             raise
         if proc.returncode != 0:
-            raise RuntimeError(f"overlap.py launch failed with exit status {proc.returncode}"
+            raise RuntimeError(f"{script} launch failed with exit status {proc.returncode}"
                                + (" (timed out)" if proc.returncode in (124, 137) else ""))
         result = json.loads(out.read_text())
         result["launch"] = f"{shown} {shlex.join(cmd)}".replace(tmp, "$TMP")
@@ -138,7 +148,7 @@ def report(results, rate, command) -> str:
     return "\n".join(lines)
 
 
-def _raise_on_signal(signum, _frame):
+def raise_on_signal(signum, _frame):
     raise KeyboardInterrupt(f"signal {signum}")
 
 
@@ -161,7 +171,7 @@ def main(argv=None) -> int:
         print(f"skipped: {reason}")
         return 0
     for sig in (signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, _raise_on_signal)
+        signal.signal(sig, raise_on_signal)
     script = ["--reps", args.reps, "--caps", args.caps, "--layers", args.layers, "--d", args.d,
               "--batch", args.batch]
     command = "python benchmarks/netbed/run.py " + shlex.join(argv if argv is not None
