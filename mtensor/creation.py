@@ -12,7 +12,7 @@ from .device import array_module, to_device, to_host
 from .dtensor import DTensor
 from .numpy_api import implements
 from .placement import Replicate, local_bounds, local_shape, reduced
-from .spec import DTensorSpec, check_no_partial_target, check_placements
+from .spec import DTensorSpec, check_target_placements
 
 
 def layout(op: str, shape, mesh, placements: Optional[Sequence] = None, dtype=None):
@@ -21,8 +21,7 @@ def layout(op: str, shape, mesh, placements: Optional[Sequence] = None, dtype=No
         raise TypeError(f"{op}: pass mesh= (a DeviceMesh) to say where the tensor lives")
     shape = (int(shape),) if np.ndim(shape) == 0 else tuple(int(s) for s in shape)
     placements = (Replicate(),) * mesh.ndim if placements is None else placements
-    placements = check_placements(op, placements, mesh, shape)
-    check_no_partial_target(op, placements)
+    placements = check_target_placements(op, placements, mesh, shape)
     return DTensorSpec(mesh, placements, shape, np.dtype(dtype))
 
 

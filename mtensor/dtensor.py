@@ -31,10 +31,10 @@ from .redistribute.execute import bind_program
 from .spec import (
     DTensorSpec,
     check_local_shapes,
-    check_no_partial_target,
     check_placements,
     check_same_mesh,
     check_shape,
+    check_target_placements,
     infer_global_shape,
 )
 
@@ -110,12 +110,12 @@ class DTensor:
 
     def redistribute(self, device_mesh=None, placements: Optional[Sequence[Placement]] = None):
         """The same tensor laid out as ``placements`` on the same mesh (a collective)."""
-        mesh = self.device_mesh if device_mesh is None else device_mesh
-        check_same_mesh("redistribute", self.device_mesh, mesh)
-        if placements is None:
-            placements = self.placements
-        placements = check_placements("redistribute", placements, mesh, self.shape)
-        check_no_partial_target("redistribute", placements)
+        spec = self._spec
+        if device_mesh is not None and device_mesh is not spec.mesh:
+            check_same_mesh("redistribute", spec.mesh, device_mesh)
+        placements = check_target_placements(
+            "redistribute", spec.placements if placements is None else placements, spec.mesh,
+            spec.shape)
         guard.state.op = "redistribute"
         out = self._redistribute(placements)
         if modes.active.tape is not None:

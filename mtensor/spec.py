@@ -105,6 +105,20 @@ def check_no_partial_target(op: str, placements) -> None:
         )
 
 
+def check_target_placements(op: str, placements: Sequence[Placement], mesh,
+                            shape: Tuple[int, ...]) -> Tuple[Placement, ...]:
+    """``check_placements`` for a layout a user asks for (Partial refused), cached: an
+    eager redistribute in a loop checks the same request over and over."""
+    return _check_target(op, tuple(placements), mesh.shape, tuple(shape))
+
+
+@lru_cache(maxsize=4096)
+def _check_target(op, placements, mesh_shape, shape):
+    out = _check_placements(op, placements, mesh_shape, shape)
+    check_no_partial_target(op, out)
+    return out
+
+
 def infer_global_shape(blocks, mesh_shape, placements) -> Tuple[int, ...]:
     """Global shape from every rank's ``(local shape, dtype)``: along a sharded tensor dim, add
     the blocks of the ranks at coordinate 0 on every mesh dim that does not shard it."""

@@ -26,7 +26,7 @@ from ..dtensor import DTensor, distribute_tensor, guarded
 from ..placement import Replicate
 from ..pytree import NAMESPACE
 from ..redistribute.cost import for_links, get_cost_model
-from ..spec import check_no_partial_target, check_placements
+from ..spec import check_target_placements
 from .plan import Plan
 from .record import record
 from .bill import bill
@@ -74,8 +74,8 @@ def _pins(fixed, leaves, mesh):
                              f"argument; the DTensor arguments are "
                              f"{', '.join(p for p, _ in leaves) or 'none'}")
         for path, x in hit:
-            layout = check_placements(f"auto_shard: fixed[{key!r}]", placements, mesh, x.shape)
-            check_no_partial_target(f"auto_shard: fixed[{key!r}]", layout)
+            layout = check_target_placements(f"auto_shard: fixed[{key!r}]", placements, mesh,
+                                             x.shape)
             out[path] = layout
     return out
 

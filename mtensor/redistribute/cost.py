@@ -48,6 +48,15 @@ class CostModel:
     overlap_slowdown: float = 0.0
     rate_per_dim: Tuple[float, ...] = ()
     flops: float = 2e10
+    _hash: int = dataclasses.field(init=False, repr=False, compare=False)
+
+    def __post_init__(self):
+        # the model keys the plan caches of every redistribute: hash it once
+        object.__setattr__(self, "_hash", hash(tuple(
+            getattr(self, f.name) for f in dataclasses.fields(self) if f.compare)))
+
+    def __hash__(self) -> int:
+        return self._hash
 
     def link(self, mesh_dim: int) -> Tuple[float, float]:
         if mesh_dim < len(self.per_dim):

@@ -13,7 +13,7 @@ import time
 
 import numpy as np
 
-from .. import device, modes
+from .. import buffers, device, modes
 from ..comm import guard
 from ..placement import REDUCE_OPS, local_shape, max_local_shape, shard_bounds, shard_counts
 from ..steps import STEP_KINDS
@@ -66,12 +66,15 @@ class Collective:
     decisions agree everywhere."""
 
     __slots__ = ("kind", "mesh", "mesh_dim", "group", "run", "n", "index", "op", "dtype",
-                 "counts",
+                 "counts", "unpooled",
                  "recv_shape", "out_shape", "prepare", "finish", "nbytes", "bucket_bytes",
                  "global_shape")
 
     def __call__(self, local: np.ndarray) -> np.ndarray:
-        recv = device.empty(self.recv_shape, self.dtype, like=local)
+        if self.unpooled and type(local) is np.ndarray:     # small host block: numpy's own
+            recv = np.empty(self.recv_shape, self.dtype)
+        else:
+            recv = device.empty(self.recv_shape, self.dtype, like=local)
         self.run(self.prepare(local), recv, self.counts, self.op)
         if modes.active.counters:
             self.count()
@@ -106,6 +109,7 @@ class _RankPlan:
         c.n, c.index, c.dtype = self.mesh.shape[i], self.mesh.coordinate[i], self.dtype
         c.op = step.src.reduce_op if STEP_KINDS[step.kind].reduces else None
         c.counts, c.recv_shape, c.out_shape = counts, recv_shape, self.local_shape(step.after)
+        c.unpooled = math.prod(recv_shape) * self.dtype.itemsize < buffers.MIN_BYTES
         c.prepare, c.finish, c.global_shape = prepare, finish, self.shape
         if c.op == "avg":
             c.finish = lambda out, n=c.n, then=finish: then(_divide(out, n))
