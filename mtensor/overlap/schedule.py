@@ -18,8 +18,9 @@ from __future__ import annotations
 from typing import List, Sequence, Tuple
 
 
-def plan_schedule(nodes: Sequence, buckets: Sequence[Tuple[int, ...]], overlap: bool,
-                  inflight_cap_bytes: int) -> List[Tuple[str, int]]:
+def plan_schedule(nodes: Sequence, buckets: Sequence[Tuple[int, ...]],
+                  overlap: Sequence[bool], inflight_cap_bytes: int) -> List[Tuple[str, int]]:
+    """``overlap``: per bucket, whether it may run nonblocking (else one blocking call)."""
     producer = {s: i for i, node in enumerate(nodes) for s in node.outs}
     ins = [sorted({s for m in b for s in nodes[m].ins}) for b in buckets]
     outs = [{s for m in b for s in nodes[m].outs} for b in buckets]
@@ -81,16 +82,16 @@ def _last_effect_before(nodes):
     return out
 
 
-def _blocking_where_nothing_overlaps(program, overlap: bool):
-    """A start with no compute before its wait becomes a blocking run (all of them when
-    ``overlap`` is off); its wait disappears."""
+def _blocking_where_nothing_overlaps(program, overlap: Sequence[bool]):
+    """A start with no compute before its wait becomes a blocking run (so does every start
+    of a bucket whose ``overlap`` is off); its wait disappears."""
     computes_before, started, blocking = 0, {}, set()
     for what, k in program:
         if what == "compute":
             computes_before += 1
         elif what == "start":
             started[k] = computes_before
-        elif not overlap or started[k] == computes_before:
+        elif not overlap[k] or started[k] == computes_before:
             blocking.add(k)
     return [("run", k) if what == "start" and k in blocking else (what, k)
             for what, k in program if not (what == "wait" and k in blocking)]

@@ -29,7 +29,7 @@ from ..overlap.bucketing import plan_buckets
 from ..overlap.replay import Replay
 from ..overlap.schedule import plan_schedule
 from ..pytree import flatten, structure
-from ..redistribute.cost import get_cost_model
+from ..redistribute.cost import for_links, get_cost_model
 from .graph import Graph
 from .tracer import Tracer
 
@@ -37,9 +37,15 @@ _MB = 1 << 20
 
 
 def compile(fn=None, *, bucket_cap_mb="auto", first_bucket_mb: float = 1,
-            overlap: bool = True, inflight_cap_mb: float = 100):
+            overlap="auto", inflight_cap_mb: float = 100):
     """``fn`` traced once per input signature and replayed with bucketed, overlapped
     collectives; usable as ``mt.compile(fn, ...)`` or as a decorator ``@mt.compile(...)``.
+
+    ``overlap="auto"`` starts a bucket early and waits for it late only where the cost model
+    says its link moves bytes behind compute (``CostModel.rate``: a calibrated network, or a
+    mesh dim across nodes); in shared memory the cores that compute also copy, so there a
+    bucket runs as one blocking call, which costs less than a nonblocking start, polls and a
+    wait.  ``True``: overlap every bucket; ``False``: none.
 
     ``bucket_cap_mb="auto"`` splits the collectives into buckets where the cost model says
     the step finishes earliest, from the compute times of the trace, agreed across ranks
@@ -79,6 +85,9 @@ class Compiled:
     def __init__(self, fn, bucket_cap_mb, first_bucket_mb, overlap, inflight_cap_mb):
         functools.update_wrapper(self, fn)
         self.fn, self.overlap = fn, overlap
+        if overlap not in (True, False, "auto"):
+            raise TypeError(f"mt.compile: overlap must be True, False or \"auto\", not "
+                            f"{overlap!r}")
         if bucket_cap_mb != "auto" and not isinstance(bucket_cap_mb, (int, float)):
             raise TypeError(f"mt.compile: bucket_cap_mb must be \"auto\" or a number of MB, "
                             f"not {bucket_cap_mb!r}")
@@ -164,9 +173,25 @@ class Compiled:
                          + (" (auto: no one mesh to agree the times on, or the ranks' graphs "
                             "differ, so the default cap)" if self.auto else ""))
             seconds = [n.seconds for n in graph.nodes]
-        program = plan_schedule(graph.nodes, buckets, self.overlap, self.inflight_cap)
+        program = plan_schedule(graph.nodes, buckets, self._overlaps(graph.nodes, buckets),
+                                self.inflight_cap)
         return result, _Traced(graph, buckets, program, Replay(graph, buckets, program),
                                seconds, chosen_by)
+
+
+    def _overlaps(self, nodes, buckets):
+        """Per bucket: whether it may start early and be waited for late."""
+        if self.overlap != "auto":
+            return [self.overlap] * len(buckets)
+        model = get_cost_model()
+        return [moves_behind_compute(model, nodes[b[0]].fn) for b in buckets]
+
+
+def moves_behind_compute(model, collective) -> bool:
+    """Whether ``collective``'s link moves bytes while the rank computes (``rate`` > 0 on
+    its mesh dim, the dim's node layout applied)."""
+    mesh = collective.mesh
+    return for_links(model, mesh.intra_node).rate(collective.mesh_dim) > 0
 
 
 def agreed_seconds(graph):

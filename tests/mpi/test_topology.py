@@ -95,3 +95,29 @@ def test_an_all_reduce_across_nodes_reduces_inside_them_first(monkeypatch):
                 got = host(x.redistribute(mesh, [Replicate()]).to_local())
             assert comm.get_backend_counts() == {"mpi-hier": 1}
             assert_all_ranks(np.allclose(got, want, equal_nan=True), f"{op} of {rows} rows")
+
+
+def test_compile_overlaps_the_dim_across_nodes_and_blocks_inside_one(monkeypatch):
+    """``overlap="auto"``: the dp all-reduce (across nodes: a NIC moves bytes behind compute)
+    starts early and is waited for late; the tp one (shared memory) is one blocking call."""
+    mesh = _mesh(_two_nodes(), monkeypatch)
+    rng = np.random.default_rng(1)
+    g, h, x = rng.normal(size=(4, 6)), rng.normal(size=(6, 4)), rng.normal(size=(32, 32))
+    G = mt.DTensor.from_local(g, mesh, [mt.Partial(), Replicate()], shape=g.shape)
+    H = mt.DTensor.from_local(h, mesh, [Replicate(), mt.Partial()], shape=h.shape)
+    X = mt.distribute_tensor(x, mesh, [Replicate(), Replicate()])
+
+    def reduce_both(G, H, X):
+        dp = G.redistribute(mesh, [Replicate(), Replicate()])
+        tp = H.redistribute(mesh, [Replicate(), Replicate()])
+        return dp, tp, np.tanh(X @ X) * 2        # compute after both: something to hide behind
+
+    step = mt.compile(reduce_both)
+    step(G, H, X)
+    dp, tp, _ = step(G, H, X)
+    traced = step.traced
+    kinds = {traced.graph.nodes[b[0]].fn.mesh_dim: what for what, k in traced.program
+             if what in ("start", "run") for b in [traced.buckets[k]]}
+    assert kinds == {0: "start", 1: "run"}, traced.program
+    np.testing.assert_allclose(host(dp), g * 2, rtol=1e-12)
+    np.testing.assert_allclose(host(tp), h * (WORLD.size // 2), rtol=1e-12)

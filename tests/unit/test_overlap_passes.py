@@ -53,7 +53,7 @@ def test_collectives_start_after_their_input_and_wait_at_first_use():
     g.compute(0)                      # independent compute: overlaps
     g.compute(0)
     g.compute(r)                      # first use
-    program = plan_schedule(g.nodes, [(1,)], True, 1 << 30)
+    program = plan_schedule(g.nodes, [(1,)], [True] * 1, 1 << 30)
     assert program == [("compute", 0), ("start", 0), ("compute", 2), ("compute", 3),
                        ("wait", 0), ("compute", 4)]
 
@@ -62,12 +62,12 @@ def test_no_compute_in_between_or_overlap_off_means_blocking():
     g = G()
     r = g.collective(0)
     g.compute(r)
-    assert plan_schedule(g.nodes, [(0,)], True, 1 << 30) == [("run", 0), ("compute", 1)]
+    assert plan_schedule(g.nodes, [(0,)], [True] * 1, 1 << 30) == [("run", 0), ("compute", 1)]
     g = G()
     r = g.collective(0)
     g.compute(0)
     g.compute(r)
-    assert plan_schedule(g.nodes, [(0,)], False, 1 << 30) == [("run", 0), ("compute", 1),
+    assert plan_schedule(g.nodes, [(0,)], [False], 1 << 30) == [("run", 0), ("compute", 1),
                                                               ("compute", 2)]
 
 
@@ -77,7 +77,7 @@ def test_effects_wait_for_everything_in_flight():
     g.compute(0)
     g.effect(0)                       # writes what the collective may still read
     g.compute(r)
-    program = plan_schedule(g.nodes, [(0,)], True, 1 << 30)
+    program = plan_schedule(g.nodes, [(0,)], [True] * 1, 1 << 30)
     assert program.index(("wait", 0)) < program.index(("compute", 2))
 
 
@@ -90,7 +90,7 @@ def test_collectives_after_an_update_start_after_it_and_buckets_do_not_span_it()
     g.compute(before, after)
     buckets = plan_buckets(g.nodes, 1 << 30, 1 << 30)
     assert buckets == [(0,), (2,)]
-    program = plan_schedule(g.nodes, buckets, True, 1 << 30)
+    program = plan_schedule(g.nodes, buckets, [True] * len(buckets), 1 << 30)
     assert program.index(("compute", 1)) < program.index(("run", 1))
 
 
@@ -99,7 +99,7 @@ def test_bytes_in_flight_are_capped():
     outs = [g.collective(g.compute(0), nbytes=KIB) for _ in range(3)]
     g.compute(0)
     g.compute(*outs)
-    program = plan_schedule(g.nodes, [(1,), (3,), (5,)], True, 2 * KIB)
+    program = plan_schedule(g.nodes, [(1,), (3,), (5,)], [True] * 3, 2 * KIB)
     assert program.index(("wait", 0)) < program.index(("start", 2))
 
 
@@ -111,7 +111,7 @@ def test_every_schedule_is_valid(case):
     effect that precedes it nor shares a bucket across one, and every node runs once."""
     nodes, cap, overlap = case
     buckets = plan_buckets(nodes, cap, cap)
-    program = plan_schedule(nodes, buckets, overlap, 4 * cap)
+    program = plan_schedule(nodes, buckets, [overlap] * len(buckets), 4 * cap)
     member = {m: k for k, b in enumerate(buckets) for m in b}
     assert sorted(member) == [i for i, n in enumerate(nodes) if n.kind == "collective"]
     effects = [i for i, n in enumerate(nodes) if n.kind == "effect"]

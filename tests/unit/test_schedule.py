@@ -60,7 +60,7 @@ def graphs():
 def test_starts_are_eager_and_waits_lazy(case):
     nodes, cap, overlap = case
     buckets = plan_buckets(nodes, cap, cap)
-    program = plan_schedule(nodes, buckets, overlap, 2 * cap)
+    program = plan_schedule(nodes, buckets, [overlap] * len(buckets), 2 * cap)
     _check_eager_and_lazy(nodes, buckets, program, 2 * cap, overlap)
     assert sorted(k for w, k in program if w in ("start", "run")) == list(range(len(buckets)))
     assert sorted(k for w, k in program if w == "wait") == \
@@ -75,7 +75,7 @@ def test_a_collective_of_a_collectives_result_waits_for_it():
     b = g.collective(a)
     g.compute(1)
     g.compute(b)
-    assert plan_schedule(g.nodes, [(0,), (1,)], True, 1 << 30) == [
+    assert plan_schedule(g.nodes, [(0,), (1,)], [True] * 2, 1 << 30) == [
         ("run", 0), ("start", 1), ("compute", 2), ("wait", 1), ("compute", 3)]
 
 
@@ -85,7 +85,7 @@ def test_a_reader_of_two_buckets_waits_for_them_in_order():
     b = g.collective(1)
     g.compute(0)
     g.compute(b, a)
-    assert plan_schedule(g.nodes, [(0,), (1,)], True, 1 << 30) == [
+    assert plan_schedule(g.nodes, [(0,), (1,)], [True] * 2, 1 << 30) == [
         ("start", 0), ("start", 1), ("compute", 2), ("wait", 0), ("wait", 1), ("compute", 3)]
 
 
@@ -97,9 +97,9 @@ def test_a_start_that_fills_the_cap_exactly_does_not_wait():
     b = g.collective(1)
     g.compute(0)
     g.compute(a, b)
-    assert plan_schedule(g.nodes, [(0,), (1,)], True, 2048) == [
+    assert plan_schedule(g.nodes, [(0,), (1,)], [True] * 2, 2048) == [
         ("start", 0), ("start", 1), ("compute", 2), ("wait", 0), ("wait", 1), ("compute", 3)]
-    assert plan_schedule(g.nodes, [(0,), (1,)], True, 2047) == [
+    assert plan_schedule(g.nodes, [(0,), (1,)], [True] * 2, 2047) == [
         ("run", 0), ("start", 1), ("compute", 2), ("wait", 1), ("compute", 3)]
 
 
@@ -109,7 +109,7 @@ def test_the_cap_waits_for_the_oldest_until_the_new_one_fits():
     outs = [g.collective(0) for _ in range(3)] + [g.collective(0, 2048)]
     g.compute(0)
     g.compute(*outs)
-    program = plan_schedule(g.nodes, [(0,), (1,), (2,), (3,)], True, 3072)
+    program = plan_schedule(g.nodes, [(0,), (1,), (2,), (3,)], [True] * 4, 3072)
     # 0 and 1 have no compute between their start and their wait: they run blocking
     assert program == [("run", 0), ("run", 1), ("start", 2), ("start", 3), ("compute", 4),
                        ("wait", 2), ("wait", 3), ("compute", 5)]
@@ -124,7 +124,7 @@ def test_a_fused_bucket_starts_after_its_last_input_even_over_the_cap():
     g.compute(0)
     g.compute(a, b)
     # nodes: 0 compute, 1 coll, 2 compute, 3 compute, 4 coll, 5 compute, 6 compute
-    assert plan_schedule(g.nodes, [(1, 4)], True, 1024) == [
+    assert plan_schedule(g.nodes, [(1, 4)], [True] * 1, 1024) == [
         ("compute", 0), ("compute", 2), ("compute", 3), ("start", 0), ("compute", 5),
         ("wait", 0), ("compute", 6)]
 
@@ -141,7 +141,7 @@ def test_an_effect_waits_for_everything_then_later_buckets_start_after_it():
     g.compute(a, b, c)
     # nodes: 0 coll, 1 compute, 2 coll, 3 compute, 4 effect, 5 coll, 6 compute, 7 compute;
     # buckets 0 and 1 read arguments: both start at once
-    assert plan_schedule(g.nodes, [(0,), (2,), (5,)], True, 1 << 30) == [
+    assert plan_schedule(g.nodes, [(0,), (2,), (5,)], [True] * 3, 1 << 30) == [
         ("start", 0), ("start", 1), ("compute", 1), ("compute", 3), ("wait", 0), ("wait", 1),
         ("compute", 4), ("start", 2), ("compute", 6), ("wait", 2), ("compute", 7)]
 
@@ -154,6 +154,6 @@ def test_starts_keep_the_bucket_order_even_when_inputs_exist_earlier():
     b = g.collective(1)
     g.compute(1)
     g.compute(a, b)
-    assert plan_schedule(g.nodes, [(1,), (2,)], True, 1 << 30) == [
+    assert plan_schedule(g.nodes, [(1,), (2,)], [True] * 2, 1 << 30) == [
         ("compute", 0), ("start", 0), ("start", 1), ("compute", 3), ("wait", 0), ("wait", 1),
         ("compute", 4)]

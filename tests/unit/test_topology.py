@@ -2,7 +2,7 @@
 import pytest
 
 from mtensor import topology
-from mtensor.redistribute.cost import INTER_NODE, CostModel, for_links
+from mtensor.redistribute.cost import INTER_NODE, INTER_NODE_RATE, CostModel, for_links
 
 
 @pytest.mark.parametrize("nodes,want", [
@@ -45,6 +45,9 @@ def test_uncalibrated_models_price_links_across_nodes_slower():
     assert for_links(model, (True, True)) is model
     split = for_links(model, (False, True))
     assert split.link(0) == INTER_NODE and split.link(1) == (model.alpha, model.beta)
+    # a NIC moves posted bytes behind compute, shared memory does not: what mt.compile's
+    # overlap="auto" asks before it starts a bucket early
+    assert split.rate(0) == INTER_NODE_RATE > 0 and split.rate(1) == model.overlap_rate == 0
     assert for_links(model, (False, True)) is split            # one model per layout
     calibrated = CostModel(per_dim=((1e-6, 1e10), (1e-6, 1e10)))
     assert for_links(calibrated, (False, True)) is calibrated  # measured links win
