@@ -12,6 +12,7 @@ Offsets and counts are worked out once, when the replay is built.
 from __future__ import annotations
 
 import math
+import sys
 
 import numpy as np
 
@@ -28,6 +29,7 @@ class Bucket:
         self.nbytes = sum(m.nbytes for m in members)
         self.global_shapes = tuple(m.global_shape for m in members)
         self.fused = len(members) > 1
+        self.in_place = not self.fused and self.kind == "all_reduce"
         if not self.fused:
             self.counts, self.recv_shape = first.counts, first.recv_shape
         elif self.kind == "all_reduce":
@@ -48,9 +50,13 @@ class Bucket:
         self.recv_shape = (self.counts[me],) if self.kind == "reduce_scatter" else (int(per.sum()),)
         self.mine = [(int(within[i, me]), int(per[i, me])) for i in range(len(members))]
 
-    def pack(self, env):
-        """(send buffer, receive buffer) from the members' inputs."""
+    def pack(self, env, dying=False):
+        """(send buffer, receive buffer) from the members' inputs.  ``dying``: the input's
+        slot dies here; an unfused all-reduce then reduces it in place (MPI_IN_PLACE: no
+        fresh buffer, no copy) when nothing but the replay holds the host block."""
         first = env[self.ins[0]]
+        if dying and self.in_place and self._alone(first):
+            return first, first
         recv = device.empty(self.recv_shape, self.dtype, like=first)
         if not self.fused:
             return self.members[0].prepare(first), recv
@@ -64,6 +70,14 @@ class Bucket:
             for at, start, n in pieces:
                 send[at:at + n] = flat[start:start + n]
         return send, recv
+
+    def _alone(self, block) -> bool:
+        """Whether ``block`` is a whole host array of the result's layout that only the
+        replay holds (references: its env slot, ``first`` in ``pack``, ``block`` here and
+        getrefcount's argument)."""
+        return (type(block) is np.ndarray and block.base is None
+                and block.shape == self.recv_shape and block.dtype == self.dtype
+                and block.flags.c_contiguous and sys.getrefcount(block) == 4)
 
     def unpack(self, recv, env) -> None:
         """Each member's result, finished, into its slot."""

@@ -45,6 +45,9 @@ class Replay:
                       if what == "compute" else (kinds[what], k) for what, k in program]
         self.frees = self._last_uses(nodes, program, graph)
         self.into = [_dying_operands(step, free) for step, free in zip(self.steps, self.frees)]
+        # per instruction: a start or run whose bucket's input dies there (may reduce in place)
+        self.dying = [what in (_START, _RUN) and self.buckets[arg].ins[0] in free
+                      for (what, arg), free in zip(self.steps, self.frees)]
         self.results = [None] * len(program)   # (shape, dtype, strides) of such a result
         self.reused = 0                         # blocks the latest run wrote a result into
         self.program = program
@@ -87,7 +90,8 @@ class Replay:
                     self.buckets[0].group.test_all(requests)
             elif what == _START:
                 bucket = self.buckets[arg]
-                send, recv = bucket.pack(env)
+                send, recv = bucket.pack(env, self.dying[i])
+                self.reused += send is recv
                 self._announce(bucket)
                 request = bucket.group.start(bucket.kind, send, recv,
                                             bucket.counts, bucket.op)
@@ -107,7 +111,8 @@ class Replay:
                 bucket.count()
             else:
                 bucket = self.buckets[arg]
-                send, recv = bucket.pack(env)
+                send, recv = bucket.pack(env, self.dying[i])
+                self.reused += send is recv
                 self._announce(bucket)
                 try:
                     bucket.run(send, recv, bucket.counts, bucket.op)

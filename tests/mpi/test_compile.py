@@ -101,6 +101,31 @@ def test_the_replay_writes_into_dying_blocks_and_keeps_eager_bits(mesh):
 
 
 @pytest.mark.mpi
+def test_an_all_reduce_of_a_dying_block_runs_in_place_and_spares_held_ones(mesh):
+    """A Partial made inside the step dies at its all-reduce, which then reduces its block in
+    place (no buffer, no copy); a Partial the caller passed in keeps its terms."""
+    rest = [R] * (mesh.ndim - 1)
+    rng = np.random.default_rng(5)
+    x, w, terms = (rng.standard_normal(s) for s in [(8, 6), (6, 5), (3, 4)])
+    X = mt.distribute_tensor(x, mesh, [Shard(1)] + rest)
+    W = mt.distribute_tensor(w, mesh, [Shard(0)] + rest)
+    held = mt.DTensor.from_local(terms.copy(), mesh, [Partial()] + rest, shape=terms.shape)
+    whole = [R] * mesh.ndim
+
+    def step(X, W, held):
+        return (X @ W).redistribute(mesh, whole), held.redistribute(mesh, whole)
+
+    fn = mt.compile(step, bucket_cap_mb=0, first_bucket_mb=0)
+    for _ in range(3):
+        product, summed = fn(X, W, held)
+        np.testing.assert_allclose(host(product), x @ w, rtol=1e-12)
+        assert_all_ranks(np.array_equal(host(summed), terms * mesh.shape[0]), "held's sum")
+        assert_all_ranks(np.array_equal(host(held.to_local()), terms), "held was written")
+    # host blocks only: a device backend's send and receive buffers stay apart
+    assert (fn.traced.replay.reused > 0) == (mesh.shape[0] > 1 and mesh.device_type == "cpu")
+
+
+@pytest.mark.mpi
 def test_compiled_adam_advances_its_step_count(mesh):
     eager, x, t = _model(mesh, seed=1)
     compiled, _, _ = _model(mesh, seed=1)
