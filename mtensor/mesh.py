@@ -258,7 +258,7 @@ def _warn_heavy(mesh: "DeviceMesh", heavy) -> None:
 
 
 def _across_nodes(name, raw, device_type, shape, nodes, coordinate, dim):
-    """A host mesh dim spread evenly over several nodes gets the two-level all-reduce
+    """A host mesh dim spread evenly over several nodes gets the two-level collectives
     (``comm.hierarchical``, where the cost model says it wins); any other, ``name``."""
     group = topology.group_nodes(shape, nodes, coordinate, dim)
     per_node = topology.even_split(group)
@@ -266,8 +266,10 @@ def _across_nodes(name, raw, device_type, shape, nodes, coordinate, dim):
         return _communicator(name, raw, device_type)
     from .comm.hierarchical import Hierarchical
     model = for_links(get_cost_model(), topology.intra_node(shape, nodes))
-    crossover = hierarchical_crossover(model, dim, per_node, len(group) // per_node)
-    return Hierarchical.name, Hierarchical(raw, group, crossover)
+    crossovers = {kind: hierarchical_crossover(model, dim, per_node, len(group) // per_node,
+                                               kind)
+                  for kind in ("all_reduce", "all_gather", "reduce_scatter")}
+    return Hierarchical.name, Hierarchical(raw, group, crossovers)
 
 
 def _communicator(name: str, raw, device_type: str):

@@ -27,7 +27,7 @@ def test_two_node_bed_runs_or_says_why_not(tmp_path):
     out = tmp_path / "TWO_NODES.md"
     proc = subprocess.run(
         [sys.executable, "benchmarks/netbed/run_two_nodes.py", "--batch", "64", "--d", "32",
-         "--reps", "2", "--sizes", "1", "--allreduce-reps", "2", "--timeout", "120",
+         "--reps", "2", "--sizes", "1", "--collective-reps", "2", "--timeout", "120",
          "--out", str(out)],
         cwd=ROOT, capture_output=True, text=True, timeout=600)
     if proc.stdout.startswith("skipped:"):
@@ -35,4 +35,4 @@ def test_two_node_bed_runs_or_says_why_not(tmp_path):
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     text = out.read_text()
     assert "| tp inside |" in text and "| tp across |" in text
-    assert "### MPICH ring" in text and "mpi-hier" in text
+    assert "### all-gather, MPICH ring / ring / pairwise" in text and "mpi-hier" in text

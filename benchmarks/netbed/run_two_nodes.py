@@ -22,9 +22,17 @@ import netns  # noqa: E402
 from run import raise_on_signal, run_once  # noqa: E402
 
 
-# flat all-reduce algorithms of MPICH that do not follow the nodes (a ring crosses the link
-# twice; recursive doubling sends the whole buffer at each of its steps)
-FLAT_ALGORITHMS = ("ring", "recursive_doubling")
+# flat algorithms of MPICH that do not follow the nodes, per launch (a ring crosses the link
+# on every step; recursive doubling sends the whole buffer at each of its steps)
+FLAT_ALGORITHMS = {
+    "ring / ring / pairwise": ("ring", "ring", "pairwise"),
+    "recursive doubling / recursive doubling / recursive halving":
+        ("recursive_doubling", "recursive_doubling", "recursive_halving"),
+}
+CVARS = ("MPIR_CVAR_ALLREDUCE_INTRA_ALGORITHM", "MPIR_CVAR_ALLGATHER_INTRA_ALGORITHM",
+         "MPIR_CVAR_REDUCE_SCATTER_BLOCK_INTRA_ALGORITHM")
+TITLES = {"all_reduce": "all-reduce", "all_gather": "all-gather",
+          "reduce_scatter": "reduce-scatter"}
 
 
 def _ms(seconds):
@@ -32,7 +40,7 @@ def _ms(seconds):
 
 
 def report(res, rate, command) -> str:
-    cfg, meg, ar = res["config"], res["megatron"], res["allreduce"]
+    cfg, meg, ar = res["config"], res["megatron"], res["collectives"]
     t = meg["median_s"]
     lines = [
         "# Two nodes on one machine: tp inside vs across nodes, two-level all-reduce", "",
@@ -59,28 +67,32 @@ def report(res, rate, command) -> str:
               f"{t['tp across eager'] / t['tp inside eager']:.2f}x, compiled "
               f"{t['tp across compiled'] / t['tp inside compiled']:.2f}x (loss "
               f"{meg['loss']:.6f} on every side).", "",
-              "## Sum all-reduce of float32 over the 4 ranks", "",
-              f"Flat: MPI's own `Allreduce` (raw mpi4py), and mtensor's `redistribute` "
-              f"Partial -> Replicate on a 1-D mesh told it is one node (backend "
+              "## Collectives over the 4 ranks (float32, sum)", "",
+              f"Flat: MPI's own collective (raw mpi4py: `Allreduce`, `Allgather`, "
+              f"`Reduce_scatter_block`), and mtensor's `redistribute` (P -> R, S(0) -> R, "
+              f"P -> S(0)) on a 1-D mesh told it is one node (backend "
               f"`{ar['backends']['mtensor flat']}`).  Two-level: the same on the real layout "
-              f"(backend `{ar['backends']['mtensor two-level']}`: reduce-scatter inside the "
-              f"nodes, all-reduce of the halves across, all-gather inside; used above "
-              f"{ar['backends']['crossover_bytes'] / 1024:.0f} KiB, the crossover the default "
-              f"inter-node link gives).  {cfg['allreduce_reps']} reps.  One launch per MPICH "
-              f"all-reduce algorithm: its default (the ch4 device picks, node-aware), and "
-              f"with `MPIR_CVAR_DEVICE_COLLECTIVES=none` and "
-              f"`MPIR_CVAR_ALLREDUCE_INTRA_ALGORITHM` set, the flat algorithms a "
-              f"node-unaware MPI runs (the two-level one then runs them on its smaller "
-              f"groups).", ""]
-    for label, part in res["allreduce_under"].items():
-        lines += [f"### {label}", "", "| MiB | raw mpi4py (flat) | mtensor flat | "
-                  "mtensor two-level | raw / two-level |", "|---|---|---|---|---|"]
-        for mib, row in part["median_s"].items():
-            raw, flat, two = (row[k] for k in ("raw mpi4py (flat)", "mtensor flat",
-                                               "mtensor two-level"))
-            lines.append(f"| {mib} | {_ms(raw)} | {_ms(flat)} | {_ms(two)} | "
-                         f"{raw / two:.2f} |")
-        lines.append("")
+              f"(backend `{ar['backends']['mtensor two-level']}`, `comm/hierarchical.py`; "
+              f"above the crossovers the default inter-node link gives: "
+              + ", ".join(f"{TITLES[k]} {v / 1024:.0f} KiB"
+                          for k, v in ar['backends']['crossover_bytes'].items())
+              + f").  Sizes: the whole buffer (all-gather: the gathered one).  "
+              f"{cfg['collective_reps']} reps.  One launch with MPICH's default algorithms "
+              f"(the ch4 device picks, node-aware), and one per set of flat ones that do "
+              f"not follow the nodes (`MPIR_CVAR_DEVICE_COLLECTIVES=none` and "
+              f"{', '.join(f'`{c}`' for c in CVARS)} set; the two-level collectives then run "
+              f"them on their smaller groups).", ""]
+    for label, part in res["collectives_under"].items():
+        for kind, table in part["median_s"].items():
+            lines += [f"### {TITLES[kind]}, MPICH {label}", "",
+                      "| MiB | raw mpi4py (flat) | mtensor flat | mtensor two-level | "
+                      "raw / two-level |", "|---|---|---|---|---|"]
+            for mib, row in table.items():
+                raw, flat, two = (row[k] for k in ("raw mpi4py (flat)", "mtensor flat",
+                                                   "mtensor two-level"))
+                lines.append(f"| {mib} | {_ms(raw)} | {_ms(flat)} | {_ms(two)} | "
+                             f"{raw / two:.2f} |")
+            lines.append("")
     return "\n".join(lines) + "\n"
 
 
@@ -91,7 +103,8 @@ def main(argv=None) -> int:
     ap.add_argument("--d", default="256")
     ap.add_argument("--reps", default="10")
     ap.add_argument("--sizes", default="1,4,16,64")
-    ap.add_argument("--allreduce-reps", default="5")
+    ap.add_argument("--kinds", default="all_reduce,all_gather,reduce_scatter")
+    ap.add_argument("--collective-reps", default="5")
     ap.add_argument("--timeout", type=int, default=600, help="seconds for the launch")
     ap.add_argument("--out", default=str(HERE / "TWO_NODES.md"))
     args = ap.parse_args(argv)
@@ -102,20 +115,19 @@ def main(argv=None) -> int:
     for sig in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, raise_on_signal)
     script = ["--batch", args.batch, "--d", args.d, "--reps", args.reps, "--sizes", args.sizes,
-              "--allreduce-reps", args.allreduce_reps]
+              "--kinds", args.kinds, "--collective-reps", args.collective_reps]
     command = "python benchmarks/netbed/run_two_nodes.py " + shlex.join(
         argv if argv is not None else sys.argv[1:])
     load = os.getloadavg()[0]
     with netns.bed(args.rate):
         print(netns.describe(), flush=True)
         result = run_once(script, args.timeout, {}, script="two_nodes.py", per_node=2)
-        result["allreduce_under"] = {"MPICH default": result["allreduce"]}
-        for algorithm in FLAT_ALGORITHMS:
-            env = {"MPIR_CVAR_DEVICE_COLLECTIVES": "none",
-                   "MPIR_CVAR_ALLREDUCE_INTRA_ALGORITHM": algorithm}
+        result["collectives_under"] = {"default": result["collectives"]}
+        for label, algorithms in FLAT_ALGORITHMS.items():
+            env = {"MPIR_CVAR_DEVICE_COLLECTIVES": "none", **dict(zip(CVARS, algorithms))}
             again = run_once([*script, "--no-megatron"], args.timeout, env,
                              script="two_nodes.py", per_node=2)
-            result["allreduce_under"][f"MPICH {algorithm}"] = again["allreduce"]
+            result["collectives_under"][label] = again["collectives"]
     result["load"] = (load, os.getloadavg()[0])
     text = report(result, args.rate, command.strip())
     Path(args.out).write_text(text)

@@ -12,10 +12,10 @@ Any 4-rank launch on two real nodes, 2 ranks each, works too:
    named ``("dp", "tp")`` the tp groups stay inside a node (the layout mtensor picks) and the
    per-block activation all-reduces use shared memory; named ``("tp", "dp")`` (``heavy=()``
    silences the warning) they cross the link, and the gradients' dp all-reduce stays inside.
-2. Sum all-reduce of 1-64 MiB float32 over the 4 ranks: raw mpi4py ``Allreduce`` (MPICH's
-   own algorithm, flat), mtensor's ``redistribute`` Partial -> Replicate on a 1-D mesh told
-   it is one node (``MTENSOR_NODE_OF_RANK=0,0,0,0``: flat), and on the real layout
-   (two-level: reduce-scatter inside the nodes, all-reduce across, all-gather inside).
+2. Sum all-reduce, all-gather and sum reduce-scatter of 1-64 MiB float32 (the whole buffer)
+   over the 4 ranks: raw mpi4py (MPI's own algorithm), mtensor's ``redistribute`` (P -> R,
+   S(0) -> R, P -> S(0)) on a 1-D mesh told it is one node (``MTENSOR_NODE_OF_RANK=0,0,0,0``:
+   flat), and on the real layout (two levels, ``comm.hierarchical``).
 
 Every side is checked against the others (same loss, same sums) before it is timed; times
 are medians of interleaved reps, the slowest rank's.  ``--json PATH``: rank 0 writes them.
@@ -72,46 +72,69 @@ def megatron(args, world):
             "median_s": time_sides(sides, args.reps, world)}
 
 
-def allreduce_sides(block, flat_mesh, hier_mesh, world):
-    out = np.empty_like(block)
+# kind -> (source placement, target placement): what mtensor's redistribute runs
+LAYOUTS = {"all_reduce": (Partial(), Replicate()), "all_gather": (Shard(0), Replicate()),
+           "reduce_scatter": (Partial(), Shard(0))}
 
-    def raw():
-        world.Allreduce(block, out, op=MPI.SUM)
-        return out
+
+def collective_sides(kind, full, flat_mesh, hier_mesh, world):
+    """Raw mpi4py, mtensor flat and mtensor two-level callables for ``kind`` of ``full``
+    (float32, the whole buffer: all-gather's gathered one, the others' input)."""
+    n, me = world.size, world.rank
+    piece = full.size // n
+    src, dst = LAYOUTS[kind]
+    block = full[me * piece:(me + 1) * piece] if kind == "all_gather" else full
+    out = np.empty(piece if kind == "reduce_scatter" else full.size, np.float32)
+    raw = {"all_reduce": lambda: world.Allreduce(block, out, op=MPI.SUM),
+           "all_gather": lambda: world.Allgather(block, out),
+           "reduce_scatter": lambda: world.Reduce_scatter_block(block, out, op=MPI.SUM)}[kind]
 
     def through(mesh):
-        partial = mt.DTensor.from_local(block, mesh, [Partial()], shape=block.shape)
-        return lambda: partial.redistribute(mesh, [Replicate()]).to_local()
-    return {"raw mpi4py (flat)": raw, "mtensor flat": through(flat_mesh),
+        x = mt.DTensor.from_local(block, mesh, [src], shape=full.shape)
+        return lambda: x.redistribute(mesh, [dst]).to_local()
+    return {"raw mpi4py (flat)": lambda: raw() or out, "mtensor flat": through(flat_mesh),
             "mtensor two-level": through(hier_mesh)}
 
 
-def allreduce(args, world):
+def _flat_mesh(world):
+    """A 1-D mesh told all ranks sit on one node (so its collectives stay flat)."""
     told = os.environ.get(FAKE_NODES)
     os.environ[FAKE_NODES] = ",".join("0" * world.size)
-    flat_mesh = mt.init_device_mesh((world.size,), mesh_dim_names=("w",))
-    if told is None:
-        del os.environ[FAKE_NODES]
-    else:
-        os.environ[FAKE_NODES] = told
+    try:
+        return mt.init_device_mesh((world.size,), mesh_dim_names=("w",))
+    finally:
+        if told is None:
+            del os.environ[FAKE_NODES]
+        else:
+            os.environ[FAKE_NODES] = told
+
+
+def collectives(args, world):
+    flat_mesh = _flat_mesh(world)
     hier_mesh = mt.init_device_mesh((world.size,), mesh_dim_names=("w",))
     if len(set(hier_mesh.nodes)) != 2:
         raise SystemExit(f"two_nodes.py: expected 2 nodes, mtensor sees {hier_mesh.nodes}")
+    crossover = hier_mesh.communicator(0).crossover
     backends = {"mtensor flat": flat_mesh.backends[0],
                 "mtensor two-level": hier_mesh.backends[0],
-                "crossover_bytes": hier_mesh.communicator(0).crossover}
+                "crossover_bytes": crossover}
     rows = {}
-    for mib in args.sizes:
-        block = np.full(mib * 2**20 // 4, world.rank + 1, np.float32)
-        sides = allreduce_sides(block, flat_mesh, hier_mesh, world)
-        want = world.size * (world.size + 1) / 2
-        for name, run in sides.items():
-            if not np.all(run() == want):
-                raise AssertionError(f"{name} all-reduce of {mib} MiB gave a wrong sum")
-        rows[mib] = time_sides(sides, args.allreduce_reps, world)
-        if world.rank == 0:
-            print(f"all-reduce {mib} MiB: " + ", ".join(
-                f"{k} {1e3 * v:.1f} ms" for k, v in rows[mib].items()), flush=True)
+    for kind in args.kinds:
+        rows[kind] = {}
+        for mib in args.sizes:
+            full = np.full(mib * 2**20 // 4, world.rank + 1, np.float32)
+            if kind == "all_gather":
+                full = np.arange(full.size, dtype=np.float32)
+            want = full if kind == "all_gather" else world.size * (world.size + 1) / 2
+            for name, run in collective_sides(kind, full, flat_mesh, hier_mesh, world).items():
+                got = run().reshape(-1)
+                if not np.all(got == (want if kind != "all_gather" else want[:got.size])):
+                    raise AssertionError(f"{name} {kind} of {mib} MiB gave a wrong result")
+            sides = collective_sides(kind, full, flat_mesh, hier_mesh, world)
+            rows[kind][mib] = time_sides(sides, args.collective_reps, world)
+            if world.rank == 0:
+                print(f"{kind} {mib} MiB: " + ", ".join(
+                    f"{k} {1e3 * v:.1f} ms" for k, v in rows[kind][mib].items()), flush=True)
     return {"backends": backends, "median_s": rows, "nodes": list(hier_mesh.nodes)}
 
 
@@ -120,18 +143,20 @@ def main():
     ap.add_argument("--batch", type=int, default=4096, help="global batch (rows, tokens)")
     ap.add_argument("--d", type=int, default=256)
     ap.add_argument("--reps", type=int, default=10, help="timed Megatron steps per side")
-    ap.add_argument("--sizes", default="1,4,16,64", help="all-reduce sizes in MiB")
-    ap.add_argument("--allreduce-reps", type=int, default=5)
-    ap.add_argument("--no-megatron", action="store_true", help="the all-reduce part only")
+    ap.add_argument("--sizes", default="1,4,16,64", help="collective sizes in MiB")
+    ap.add_argument("--kinds", default="all_reduce,all_gather,reduce_scatter")
+    ap.add_argument("--collective-reps", type=int, default=5)
+    ap.add_argument("--no-megatron", action="store_true", help="the collectives only")
     ap.add_argument("--json", help="rank 0 writes the results here")
     args = ap.parse_args()
     args.sizes = [int(s) for s in args.sizes.split(",")]
+    args.kinds = args.kinds.split(",")
     world = MPI.COMM_WORLD
     if world.size != 4:
         raise SystemExit("two_nodes.py: run on exactly 4 ranks, 2 per node")
     start = time.perf_counter()
     result = {"config": {k: v for k, v in vars(args).items() if k != "json"},
-              "allreduce": allreduce(args, world)}
+              "collectives": collectives(args, world)}
     if not args.no_megatron:
         result["megatron"] = megatron(args, world)
     result["seconds"] = time.perf_counter() - start

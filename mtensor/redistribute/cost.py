@@ -123,18 +123,27 @@ def for_links(model: CostModel, intra_node) -> CostModel:
     return _with_links(model, tuple(bool(i) for i in intra_node))
 
 
-def hierarchical_crossover(model: CostModel, mesh_dim: int, per_node: int,
-                           nodes: int) -> float:
-    """Bytes above which an all-reduce over a mesh dim spread ``per_node`` ranks on each of
-    ``nodes`` nodes is faster as reduce-scatter inside the nodes, all-reduce of 1/per_node
-    across them, all-gather inside (inf: never).  Inside a node: ``model``'s own alpha and
-    beta; across: the mesh dim's link."""
+def hierarchical_crossover(model: CostModel, mesh_dim: int, per_node: int, nodes: int,
+                           kind: str = "all_reduce") -> float:
+    """Bytes above which collective ``kind`` over a mesh dim spread ``per_node`` ranks on
+    each of ``nodes`` nodes is faster in two levels (``comm.hierarchical``) than flat (inf:
+    never).  Inside a node: ``model``'s own alpha and beta; across: the mesh dim's link.
+
+    All-reduce (of S bytes): reduce-scatter and all-gather inside (two latencies, (k-1)/k of S
+    each), all-reduce of S/k across.  All-gather and reduce-scatter (S: the whole buffer):
+    one level across moving S/k, one inside, and a copy of S into the two-level order."""
     a_in, b_in = model.alpha, model.beta
-    a_x, b_x = model.link(mesh_dim)
-    n = per_node * nodes
-    saved = (2 * (n - 1) / n / b_x - 2 * (per_node - 1) / per_node / b_in
-             - 2 * (nodes - 1) / nodes / per_node / b_x)
-    return 2 * a_in / saved if saved > 0 else float("inf")
+    _, b_x = model.link(mesh_dim)
+    k, m = per_node, nodes
+    n = k * m
+    if kind == "all_reduce":
+        saved = 2 * ((n - 1) / n / b_x - (k - 1) / k / b_in - (m - 1) / m / k / b_x)
+        extra = 2 * a_in
+    else:
+        saved = ((n - 1) / n / b_x - (k - 1) / k / b_in - (m - 1) / m / k / b_x
+                 - 1 / model.copy_beta)
+        extra = a_in
+    return extra / saved if saved > 0 else float("inf")
 
 
 @functools.lru_cache(maxsize=64)

@@ -83,7 +83,7 @@ def test_an_all_reduce_across_nodes_reduces_inside_them_first(monkeypatch):
     monkeypatch.setenv("MTENSOR_NODE_OF_RANK", ",".join(nodes))
     mesh = mt.init_device_mesh((WORLD.size,), mesh_dim_names=("dp",), comm=WORLD.Dup())
     assert mesh.backends == ("mpi-hier",) and mesh.intra_node == (False,)
-    crossover = mesh.communicator(0).crossover
+    crossover = mesh.communicator(0).crossover["all_reduce"]
     assert 1 << 10 < crossover < 1 << 20               # ~18 KiB with the default links
     for rows in (4, int(crossover // 8 // 3) + 7):     # below and above it, uneven pieces
         terms = [np.arange(rows * 3, dtype=np.float64).reshape(rows, 3) * (r + 1) - r
@@ -95,6 +95,30 @@ def test_an_all_reduce_across_nodes_reduces_inside_them_first(monkeypatch):
                 got = host(x.redistribute(mesh, [Replicate()]).to_local())
             assert comm.get_backend_counts() == {"mpi-hier": 1}
             assert_all_ranks(np.allclose(got, want, equal_nan=True), f"{op} of {rows} rows")
+
+
+def test_gathers_and_scatters_across_nodes_go_in_two_levels(monkeypatch):
+    """All-gather (S(0) -> R) and reduce-scatter (P -> S(0)) over two round-robin nodes,
+    below and above their crossover, uneven rows: numpy's results, the pieces in rank order."""
+    nodes = _two_nodes()
+    monkeypatch.setenv("MTENSOR_NODE_OF_RANK", ",".join(nodes))
+    mesh = mt.init_device_mesh((WORLD.size,), mesh_dim_names=("dp",), comm=WORLD.Dup())
+    crossover = mesh.communicator(0).crossover
+    assert crossover["all_gather"] == crossover["reduce_scatter"] < 1 << 20
+    for rows in (WORLD.size + 1, int(crossover["all_gather"] // 8 // 3) + 5):
+        full = np.arange(rows * 3, dtype=np.float64).reshape(rows, 3)
+        x = mt.distribute_tensor(full, mesh, [Shard(0)])
+        with mt.CommDebugMode() as comm:
+            gathered = host(x.redistribute(mesh, [Replicate()]).to_local())
+        assert_all_ranks(np.array_equal(gathered, full), f"all-gather of {rows} rows")
+        terms = [full * (r + 1) - r for r in range(WORLD.size)]
+        p = mt.DTensor.from_local(terms[WORLD.rank], mesh, [mt.Partial()], shape=full.shape)
+        with mt.CommDebugMode() as scatter_comm:
+            mine = host(p.redistribute(mesh, [Shard(0)]).to_local())
+        want = np.array_split(sum(terms[1:], terms[0]), WORLD.size)[mesh.coordinate[0]]
+        assert_all_ranks(np.allclose(mine, want, rtol=1e-12), f"reduce-scatter of {rows} rows")
+        for counted in (comm, scatter_comm):
+            assert counted.get_backend_counts() == {"mpi-hier": 1}
 
 
 def test_compile_overlaps_the_dim_across_nodes_and_blocks_inside_one(monkeypatch):

@@ -79,3 +79,21 @@ def test_the_two_level_all_reduce_wins_above_a_size_the_links_give():
     below, above = crossover * 0.9, crossover * 1.1
     assert flat(below) < two_level(below) and two_level(above) < flat(above)
     assert hierarchical_crossover(CostModel(), 0, 2, 2) == float("inf")  # equal links: never
+
+
+def test_two_level_gathers_and_scatters_win_above_their_own_crossover():
+    from mtensor.redistribute.cost import hierarchical_crossover
+    model = for_links(CostModel(), (False,))
+    a_in, b_in = model.alpha, model.beta
+    a_x, b_x = INTER_NODE
+    for kind in ("all_gather", "reduce_scatter"):
+        crossover = hierarchical_crossover(model, 0, 2, 2, kind)
+
+        def flat(s):        # 4 ranks over the slow link, s: the whole buffer
+            return a_x + 3 / 4 * s / b_x
+
+        def two_level(s):   # halves across the pair of nodes, pairs inside, one reorder copy
+            return a_x + (1 / 2) * (s / 2) / b_x + a_in + (1 / 2) * s / b_in + s / model.copy_beta
+        below, above = crossover * 0.9, crossover * 1.1
+        assert flat(below) < two_level(below) and two_level(above) < flat(above), kind
+        assert hierarchical_crossover(CostModel(), 0, 2, 2, kind) == float("inf")
