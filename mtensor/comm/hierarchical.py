@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import buffers
 from ..placement import shard_counts
 from .mpi_host import MPIHost
 
@@ -56,7 +57,7 @@ class Hierarchical(MPIHost):
         if send is not recv:
             np.copyto(flat, send.reshape(-1))
         pieces = shard_counts(flat.size, self.intra.size)
-        mine = np.empty(pieces[self.intra.rank], recv.dtype)
+        mine = buffers.empty((pieces[self.intra.rank],), recv.dtype)
         self.intra.reduce_scatter(flat, mine, pieces, op)
         self.inter.all_reduce(mine, mine, None, op)
         self.intra.all_gather(mine, flat, pieces, None)
@@ -65,20 +66,20 @@ class Hierarchical(MPIHost):
         if self._flat("all_gather", recv.nbytes):
             return super().all_gather(send, recv, counts, op)
         mine = self.members[self.local]
-        part = np.empty(sum(counts[r] for r in mine), recv.dtype)
+        part = buffers.empty((sum(counts[r] for r in mine),), recv.dtype)
         self.inter.all_gather(send, part, [counts[r] for r in mine], None)
         sizes = [sum(counts[r] for r in group) for group in self.members]
-        staged = np.empty(sum(sizes), recv.dtype)
+        staged = buffers.empty((sum(sizes),), recv.dtype)
         self.intra.all_gather(part, staged, sizes, None)
         self._reorder(staged, recv.reshape(-1), counts, to_ranks=True)
 
     def reduce_scatter(self, send, recv, counts, op) -> None:
         if self._flat("reduce_scatter", send.nbytes):
             return super().reduce_scatter(send, recv, counts, op)
-        staged = np.empty(send.size, send.dtype)
+        staged = buffers.empty((send.size,), send.dtype)
         self._reorder(staged, send.reshape(-1), counts, to_ranks=False)
         sizes = [sum(counts[r] for r in group) for group in self.members]
-        part = np.empty(sizes[self.local], send.dtype)
+        part = buffers.empty((sizes[self.local],), send.dtype)
         self.intra.reduce_scatter(staged, part, sizes, op)
         self.inter.reduce_scatter(part, recv, [counts[r] for r in self.members[self.local]], op)
 
