@@ -1,6 +1,7 @@
 """Redistribute through mtensor vs the same collective written with raw mpi4py.
 
     python benchmarks/redistribute_vs_mpi4py.py --ranks 2,4,8
+    python benchmarks/redistribute_vs_mpi4py.py --ranks 2 --max-kib 64 --rounds 5 --reps 400
 
 launches itself under mpiexec at each size and prints one table per size: for each collective
 and buffer size (1 KiB .. 64 MiB, the full tensor), the median time of mtensor's
@@ -109,7 +110,9 @@ def _max():
     return MPI.MAX
 
 
-def worker():
+def worker(max_bytes, rounds, reps):
+    """``rounds`` > 1: each cell is the median of that many rounds (and the table says the
+    spread of the added time over them)."""
     from mpi4py import MPI
 
     import mtensor as mt
@@ -118,33 +121,42 @@ def worker():
     mesh = mt.init_device_mesh((comm.size,))
     rows = []
     for kind in KINDS:
-        for nbytes in SIZES:
+        for nbytes in (s for s in SIZES if s <= max_bytes):
             ours, raw = _case(kind, nbytes, mesh, comm)
             ours(), raw()  # warm-up: plan cache, MPI connections
-            t_ours, t_raw = median_sides([ours, raw], comm, reps_for(nbytes))
-            rows.append((kind, nbytes, t_ours, t_raw))
+            runs = [median_sides([ours, raw], comm, reps or reps_for(nbytes))
+                    for _ in range(rounds)]
+            t_ours, t_raw = (float(np.median(v)) for v in zip(*runs))
+            added = [1e6 * (a - b) for a, b in runs]
+            rows.append((kind, nbytes, t_ours, t_raw, min(added), max(added)))
     if comm.rank == 0:
         print(f"\n### {comm.size} ranks ({os.cpu_count()} cores), float32, median of "
               f"interleaved runs\n")
-        print("| collective | size | mtensor | mpi4py | ratio | added |")
-        print("|---|---:|---:|---:|---:|---:|")
-        for kind, nbytes, t_ours, t_raw in rows:
+        print("| collective | size | mtensor | mpi4py | ratio | added | added, rounds' range |")
+        print("|---|---:|---:|---:|---:|---:|---:|")
+        for kind, nbytes, t_ours, t_raw, low, high in rows:
             print(f"| {kind} | {size_label(nbytes)} | {t_ours * 1e6:.1f} us | "
                   f"{t_raw * 1e6:.1f} us | {t_ours / t_raw:.3f} | "
-                  f"{(t_ours - t_raw) * 1e6:+.1f} us |")
+                  f"{(t_ours - t_raw) * 1e6:+.1f} us | {low:+.1f} to {high:+.1f} us |")
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ranks", default="2,4,8", help="comma-separated world sizes")
+    parser.add_argument("--max-kib", type=int, default=SIZES[-1] >> 10,
+                        help="largest size in KiB (small collectives: 64)")
+    parser.add_argument("--rounds", type=int, default=1, help="repeat each cell, take medians")
+    parser.add_argument("--reps", type=int, default=0, help="calls per round (0: by size)")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
-        return worker()
+        return worker(args.max_kib << 10, args.rounds, args.reps)
     mpiexec = os.path.join(os.path.dirname(sys.executable), "mpiexec")
     mpiexec = mpiexec if os.path.exists(mpiexec) else "mpiexec"
     for n in args.ranks.split(","):
-        subprocess.run([mpiexec, "-n", n, sys.executable, __file__, "--worker"], check=True)
+        subprocess.run([mpiexec, "-n", n, sys.executable, __file__, "--worker", "--max-kib",
+                        str(args.max_kib), "--rounds", str(args.rounds), "--reps",
+                        str(args.reps)], check=True)
 
 
 if __name__ == "__main__":

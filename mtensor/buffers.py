@@ -51,12 +51,12 @@ def empty(shape, dtype) -> np.ndarray:
     pool = _pools.setdefault(nbytes, [])
     for raw in pool:
         if sys.getrefcount(raw) == _UNUSED:
-            return raw.view(dtype).reshape(shape)
+            return np.ndarray(shape, dtype, raw)      # a view of raw: it holds raw
     raw = np.empty(nbytes, np.uint8)
     if _pooled_bytes[0] + nbytes <= _cap:
         pool.append(raw)
         _pooled_bytes[0] += nbytes
-    return raw.view(dtype).reshape(shape)
+    return np.ndarray(shape, dtype, raw)
 
 
 def empty_cache() -> int:
