@@ -302,7 +302,7 @@ def _decide(name: str, operands, params, into=None, unsafe=False) -> Decision:
     call = OpCall(name, tuple(as_operand(o, unsafe) for o in operands), params, mesh.shape,
                   _aliases(operands))
     strategy = rule(call)
-    model = cost.for_links(cost.get_cost_model(), mesh.intra_node)
+    model = mesh.cost_model()
     chosen = None
     if modes.active.autoshard is not None:
         chosen = modes.active.autoshard.strategy(call, strategy.choices, into)

@@ -26,7 +26,6 @@ from .placement import (
     mesh_coords,
     reduced,
 )
-from .redistribute.cost import for_links, get_cost_model
 from .redistribute.execute import bind_program
 from .spec import (
     DTensorSpec,
@@ -131,8 +130,7 @@ class DTensor:
         spec = self._spec
         if placements == spec.placements:
             return self
-        program, out_spec = _redistribution(spec, placements,
-                                            for_links(get_cost_model(), spec.mesh.intra_node))
+        program, out_spec = _redistribution(spec, placements, spec.mesh.cost_model())
         return DTensor(program(self._local), out_spec)
 
     def __array__(self, dtype=None, copy=None):

@@ -78,6 +78,9 @@ class DeviceMesh:
         self.nodes: Tuple[str, ...] = tuple(nodes)
         # per mesh dim: whether each of its groups sits inside one node (the fast link)
         self.intra_node: Tuple[bool, ...] = topology.intra_node(self.shape, self.nodes)
+        # per mesh dim: (ranks per node, nodes) where its collectives may run in two levels
+        self.two_level = tuple((c.intra.size, c.inter.size) if name == "mpi-hier" else ()
+                               for name, c in communicators)
         world = MPI.COMM_WORLD.Get_group()
         group = comm.Get_group()
         self._world_ranks = tuple(group.Translate_ranks(list(range(comm.size)), world))
@@ -88,6 +91,12 @@ class DeviceMesh:
                      self.backends, tuple(id(c) for c in self._communicators))
         self._hash = hash(self._key)
         self._submeshes = {}
+
+    def cost_model(self):
+        """The cost model plans on this mesh use: the current one with this mesh's links
+        (``cost.for_links``: dims across nodes slower, priced in two levels where they run
+        so, until ``mt.calibrate`` measures them)."""
+        return for_links(get_cost_model(), self.intra_node, self.two_level)
 
     @property
     def ndim(self) -> int:

@@ -25,7 +25,6 @@ import optree
 from ..dtensor import DTensor, distribute_tensor, guarded
 from ..placement import Replicate
 from ..pytree import NAMESPACE
-from ..redistribute.cost import for_links, get_cost_model
 from ..spec import check_target_placements
 from .plan import Plan
 from .record import record
@@ -113,7 +112,7 @@ def auto_shard(step, *args, mesh, fixed=None, memory_budget=None, optimizer_slot
             copied.append(x)
         copies.append(rebuild(copied))
     graph = record(step, copies, mesh, leaves_at, optimizer_slots)
-    model = for_links(get_cost_model(), mesh.intra_node)
+    model = mesh.cost_model()
     solution = _agreed(search(graph, model, parse_bytes(memory_budget), exact_limit), mesh,
                        model)
     return Plan(step, mesh, solution, [(paths, rebuild) for paths, rebuild, _ in trees],

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 from ..overlap.bucketing import first_readers
 from ..overlap.timeline import bucket_cost, simulate
-from ..redistribute.cost import get_cost_model
 
 
 def _size(nbytes: float) -> str:
@@ -55,7 +54,8 @@ class Explanation:
     described above."""
 
     def __init__(self, traced):
-        graph, model = traced.graph, get_cost_model()
+        graph = traced.graph
+        model = graph.cost_model()
         self.name, self.graph = graph.name, graph
         self.ncollectives = len(graph.collectives())
         self.ops, self.totals = [], {}

@@ -48,6 +48,9 @@ class CostModel:
     overlap_slowdown: float = 0.0
     rate_per_dim: Tuple[float, ...] = ()
     flops: float = 2e10
+    # per mesh dim: (ranks per node, nodes) where its collectives may run in two levels
+    # (``comm.hierarchical``), () where they are flat
+    two_level: Tuple[Tuple[int, ...], ...] = ()
     _hash: int = dataclasses.field(init=False, repr=False, compare=False)
 
     def __post_init__(self):
@@ -73,7 +76,11 @@ class CostModel:
         """Predicted seconds for one step moving ``bus_bytes`` or copying ``nbytes`` locally."""
         if kind in COLLECTIVES:
             alpha, beta = self.link(mesh_dim)
-            return alpha + bus_bytes(kind, n, nbytes) / beta
+            flat = alpha + bus_bytes(kind, n, nbytes) / beta
+            levels = self.two_level[mesh_dim] if mesh_dim < len(self.two_level) else ()
+            if levels and kind in TWO_LEVEL_KINDS:     # the backend runs the cheaper one
+                return min(flat, two_level_time(self, kind, mesh_dim, *levels, nbytes))
+            return flat
         return nbytes / self.copy_beta
 
     def change_time(self, src: Placement, dst: Placement, mesh_dim: int, n: int,
@@ -114,13 +121,34 @@ INTER_NODE = (2e-5, 1.25e9)
 INTER_NODE_RATE = 0.4
 
 
-def for_links(model: CostModel, intra_node) -> CostModel:
-    """``model`` for a mesh whose dims are inside a node or not (``mesh.intra_node``): a
-    calibrated model (one link per mesh dim) as it is; otherwise the dims across nodes get
-    ``INTER_NODE``, so plans prefer the fast axis."""
+def for_links(model: CostModel, intra_node, two_level=()) -> CostModel:
+    """``model`` for a mesh whose dims are inside a node or not (``mesh.intra_node``), and
+    whose dims across nodes may run their collectives in two levels (``two_level``: per
+    dim, (ranks per node, nodes) or ()): a calibrated model (one link per mesh dim,
+    measured through the dim's own backend) as it is; otherwise the dims across nodes get
+    ``INTER_NODE``, so plans prefer the fast axis, priced in two levels where they run so."""
     if model.per_dim or all(intra_node):
         return model
-    return _with_links(model, tuple(bool(i) for i in intra_node))
+    return _with_links(model, tuple(bool(i) for i in intra_node), tuple(two_level))
+
+
+TWO_LEVEL_KINDS = ("all_reduce", "all_gather", "reduce_scatter")
+
+
+def two_level_time(model: CostModel, kind: str, mesh_dim: int, per_node: int, nodes: int,
+                   nbytes: float) -> float:
+    """Seconds for ``kind`` over a mesh dim of ``per_node`` ranks on each of ``nodes`` nodes
+    in two levels (``comm.hierarchical``): inside a node at ``model``'s own alpha and beta,
+    across at the dim's link.  ``nbytes``: the buffer (all-reduce), the whole gathered or
+    scattered one (all-gather, reduce-scatter)."""
+    a_in, b_in = model.alpha, model.beta
+    a_x, b_x = model.link(mesh_dim)
+    k, m = per_node, nodes
+    across = (m - 1) / m * nbytes / k / b_x
+    inside = (k - 1) / k * nbytes / b_in
+    if kind == "all_reduce":
+        return 2 * (a_in + inside) + a_x + 2 * across
+    return a_in + inside + a_x + across + nbytes / model.copy_beta
 
 
 def hierarchical_crossover(model: CostModel, mesh_dim: int, per_node: int, nodes: int,
@@ -147,10 +175,10 @@ def hierarchical_crossover(model: CostModel, mesh_dim: int, per_node: int, nodes
 
 
 @functools.lru_cache(maxsize=64)
-def _with_links(model: CostModel, intra_node) -> CostModel:
+def _with_links(model: CostModel, intra_node, two_level) -> CostModel:
     links = tuple((model.alpha, model.beta) if inside else INTER_NODE for inside in intra_node)
     rates = tuple(model.overlap_rate if inside else INTER_NODE_RATE for inside in intra_node)
-    return dataclasses.replace(model, per_dim=links, rate_per_dim=rates)
+    return dataclasses.replace(model, per_dim=links, rate_per_dim=rates, two_level=two_level)
 
 
 def set_cost_model(model: CostModel) -> None:

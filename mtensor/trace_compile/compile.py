@@ -29,7 +29,6 @@ from ..overlap.bucketing import plan_buckets
 from ..overlap.replay import Replay
 from ..overlap.schedule import plan_schedule
 from ..pytree import flatten, structure
-from ..redistribute.cost import for_links, get_cost_model
 from .graph import Graph
 from .tracer import Tracer
 
@@ -165,7 +164,7 @@ class Compiled:
                       _nbytes(leaves), _nbytes(out_leaves))
         seconds = agreed_seconds(graph) if self.auto else None
         if seconds is not None:
-            buckets = choose_buckets(graph.nodes, seconds, get_cost_model())
+            buckets = choose_buckets(graph.nodes, seconds, graph.cost_model())
             chosen_by = "auto: where the cost model finishes them earliest"
         else:
             buckets = plan_buckets(graph.nodes, self.cap, self.first_cap)
@@ -183,15 +182,13 @@ class Compiled:
         """Per bucket: whether it may start early and be waited for late."""
         if self.overlap != "auto":
             return [self.overlap] * len(buckets)
-        model = get_cost_model()
-        return [moves_behind_compute(model, nodes[b[0]].fn) for b in buckets]
+        return [moves_behind_compute(nodes[b[0]].fn) for b in buckets]
 
 
-def moves_behind_compute(model, collective) -> bool:
+def moves_behind_compute(collective) -> bool:
     """Whether ``collective``'s link moves bytes while the rank computes (``rate`` > 0 on
-    its mesh dim, the dim's node layout applied)."""
-    mesh = collective.mesh
-    return for_links(model, mesh.intra_node).rate(collective.mesh_dim) > 0
+    its mesh dim, the mesh's links applied)."""
+    return collective.mesh.cost_model().rate(collective.mesh_dim) > 0
 
 
 def agreed_seconds(graph):

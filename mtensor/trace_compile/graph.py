@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any, Dict, Tuple
 
 from ..device import is_block
+from ..redistribute.cost import get_cost_model
 
 
 @dataclass(frozen=True)
@@ -38,6 +39,14 @@ class Graph:
 
     def collectives(self):
         return [n for n in self.nodes if n.kind == "collective"]
+
+    def cost_model(self):
+        """The cost model of the mesh its collectives run on (its links applied), or the
+        current one when there are none."""
+        collectives = self.collectives()
+        if collectives:
+            return collectives[0].fn.mesh.cost_model()
+        return get_cost_model()
 
     def __str__(self) -> str:
         inputs = [s for s in self.inputs if s is not None]

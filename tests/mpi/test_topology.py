@@ -105,6 +105,10 @@ def test_gathers_and_scatters_across_nodes_go_in_two_levels(monkeypatch):
     mesh = mt.init_device_mesh((WORLD.size,), mesh_dim_names=("dp",), comm=WORLD.Dup())
     crossover = mesh.communicator(0).crossover
     assert crossover["all_gather"] == crossover["reduce_scatter"] < 1 << 20
+    assert mesh.two_level == ((WORLD.size // 2, 2),)          # priced as it runs
+    model, big = mesh.cost_model(), 64 << 20
+    assert model.step_time("all_gather", 0, WORLD.size, big) < for_links(
+        mt.get_cost_model(), mesh.intra_node).step_time("all_gather", 0, WORLD.size, big)
     for rows in (WORLD.size + 1, int(crossover["all_gather"] // 8 // 3) + 5):
         full = np.arange(rows * 3, dtype=np.float64).reshape(rows, 3)
         x = mt.distribute_tensor(full, mesh, [Shard(0)])

@@ -97,3 +97,24 @@ def test_two_level_gathers_and_scatters_win_above_their_own_crossover():
         below, above = crossover * 0.9, crossover * 1.1
         assert flat(below) < two_level(below) and two_level(above) < flat(above), kind
         assert hierarchical_crossover(CostModel(), 0, 2, 2, kind) == float("inf")
+
+
+def test_plans_price_a_two_level_dim_as_what_runs():
+    """A dim whose collectives run in two levels is priced at the cheaper of flat and two
+    levels, the two meeting at the backend's crossover."""
+    from mtensor.redistribute.cost import hierarchical_crossover, two_level_time
+    flat_model = for_links(CostModel(), (False,))
+    priced = for_links(CostModel(), (False,), ((2, 2),))
+    assert flat_model.two_level == () and priced.two_level == ((2, 2),)
+    for kind in ("all_reduce", "all_gather", "reduce_scatter"):
+        at = hierarchical_crossover(priced, 0, 2, 2, kind)
+        flat = flat_model.step_time(kind, 0, 4, at)
+        # equal up to bus_bytes' integer floor
+        assert two_level_time(priced, kind, 0, 2, 2, at) == pytest.approx(flat, rel=1e-4)
+        for s in (at / 10, at * 10):
+            want = min(flat_model.step_time(kind, 0, 4, s),
+                       two_level_time(priced, kind, 0, 2, 2, s))
+            assert priced.step_time(kind, 0, 4, s) == want
+        assert priced.step_time(kind, 0, 4, at * 10) < flat_model.step_time(kind, 0, 4, at * 10)
+    assert priced.step_time("all_to_all", 0, 4, 1 << 20) == flat_model.step_time(
+        "all_to_all", 0, 4, 1 << 20)
