@@ -184,6 +184,9 @@ def main(argv=None) -> int:
             results.append(run_once(script, args.timeout, {"MPIR_CVAR_ASYNC_PROGRESS": "1"}))
     text = report(results, args.rate, command.strip())
     text += f"\nA Chrome trace of one compiled replay (first cap, default progress): `{args.trace}`.\n"
+    text += ("\nTwo nodes of 2 ranks (tp inside vs across nodes, two-level collectives): "
+             "`TWO_NODES.md`, written by `run_two_nodes.py`; the same step with twice the batch "
+             "(the ceiling of hidden communication on this bed): `RESULTS_batch3072.md`.\n")
     Path(args.out).write_text(text)
     print(text)
     return 0
