@@ -19,6 +19,11 @@ overlapped collectives).  Every mesh shape, eager or compiled, follows the same 
 to float rounding: the last line's checksum (the sum of every step's loss, printed to the 12
 significant digits every mesh agrees on) shows it.
 
+On several nodes (``mpirun -n 16 -ppn 8``) the mesh lays "tp", the innermost dim, inside
+each node, so the per-block all-reduces stay off the slow link (``init_device_mesh``'s
+default ``layout="node"``; it warns if tp cannot fit), and rank 0 prints the layout:
+``DeviceMesh(..., 2 nodes, tp inside a node, dp across nodes)``.
+
 Checkpoints: ``--save-every K --save-dir DIR`` saves, after every K-th step, everything a run
 needs to go on exactly to ``DIR/step-{step:05d}`` with ``mt.save(..., keep=2)`` (the two newest
 stay): the parameters, Adam's state (its step count and its moments, saved as DTensors laid
@@ -241,6 +246,8 @@ def main():
         mode = "compiled" if args.compile else "eager"
         print(f"mesh {shape} (dp x tp) on {args.device} ({'/'.join(mesh.backends)}), {mode}, {args.steps} steps of batch {args.batch}: "
               f"loss {losses[0]:.4f} -> {losses[-1]:.4f}, held-out accuracy {accuracy:.3f}")
+        if len(set(mesh.nodes)) > 1:         # which mesh dims stay inside a node
+            print(repr(mesh))
         if args.compile:
             print(step.explain().summary)
         print(f"checksum {sum(losses):.11e}")  # 12 significant digits
