@@ -18,13 +18,12 @@ from __future__ import annotations
 import math
 import os
 import sys
-import warnings
 from typing import Optional, Sequence, Tuple, Union
 
 from . import comm as _comm
-from . import device, topology
+from . import device, mesh_nodes, topology
 from .comm import abort, select
-from .redistribute.cost import for_links, get_cost_model, hierarchical_crossover
+from .redistribute.cost import for_links, get_cost_model
 
 
 def _mesh_error(what: str, fix: str) -> ValueError:
@@ -201,10 +200,10 @@ def _build(mesh_shape: Sequence[int], mesh_dim_names: Optional[Sequence[str]] = 
                           "pass layout='node' (innermost mesh dims inside a node) or 'rank'")
     key = (comm.py2f(), shape, None if mesh_dim_names is None else tuple(mesh_dim_names),
            device_type, device.DEVICES[device_type], backends, layout, tuple(heavy),
-           os.environ.get(FAKE_NODES))
+           os.environ.get(mesh_nodes.FAKE_NODES))
     mesh = _built.get(key)
     if mesh is None:
-        labels = _node_labels(comm)
+        labels = mesh_nodes.node_labels(comm)
         _bind(device_type, labels, comm.rank)
         order = topology.node_order(labels) if layout == "node" else tuple(range(comm.size))
         if order != tuple(range(comm.size)):          # ranks laid out node by node
@@ -213,72 +212,14 @@ def _build(mesh_shape: Sequence[int], mesh_dim_names: Optional[Sequence[str]] = 
         cart = comm.Create_cart(list(shape), periods=[False] * len(shape), reorder=False)
         coordinate = cart.Get_coords(cart.rank)
         groups = [cart.Sub([d == k for k in range(len(shape))]) for d in range(len(shape))]
-        communicators = [_across_nodes(b, g, device_type, shape, nodes, coordinate, d)
-                         for d, (b, g) in enumerate(zip(backends, groups))]
+        communicators = [
+            mesh_nodes.two_level(b, g, device_type, shape, nodes, coordinate, d)
+            or _communicator(b, g, device_type) for d, (b, g) in enumerate(zip(backends, groups))]
         whole = _communicator(backends[0], cart, device_type)
         mesh = _built[key] = DeviceMesh(cart, shape, mesh_dim_names, device_type, groups,
                                         coordinate, communicators, whole, nodes)
-        _warn_heavy(mesh, heavy)
+        mesh_nodes.warn_heavy(mesh, heavy)
     return mesh
-
-
-# MTENSOR_NODE_OF_RANK="0,0,1,1": the node of each rank of the communicator, instead of
-# asking MPI (tests and the two-node bed tell ranks they sit on other nodes)
-FAKE_NODES = "MTENSOR_NODE_OF_RANK"
-
-
-def _node_labels(comm) -> tuple:
-    """The node of each rank of ``comm`` (the same tuple on every rank): its hostname, from
-    an MPI ``COMM_TYPE_SHARED`` split (a host with several shared-memory domains counts each)."""
-    fake = os.environ.get(FAKE_NODES)
-    if fake:
-        labels = tuple(f"node{v.strip()}" for v in fake.split(","))
-        if len(labels) != comm.size:
-            raise _mesh_error(f"{FAKE_NODES}={fake!r} names {len(labels)} ranks but the "
-                              f"communicator has {comm.size}", "give one node per rank")
-        return labels
-    from mpi4py import MPI
-    shared = comm.Split_type(MPI.COMM_TYPE_SHARED)
-    leader = shared.allreduce(comm.rank, op=MPI.MIN)
-    shared.Free()
-    seen = comm.allgather((MPI.Get_processor_name(), leader))
-    hosts = {}
-    for host, lead in seen:
-        hosts.setdefault(host, set()).add(lead)
-    return tuple(host if len(hosts[host]) == 1 else f"{host}#{lead}" for host, lead in seen)
-
-
-_warned: set = set()
-
-
-def _warn_heavy(mesh: "DeviceMesh", heavy) -> None:
-    """Say once (rank 0) when a heavy mesh dim (``tp`` by default) spans nodes."""
-    names = mesh.mesh_dim_names or ()
-    for name, inside in zip(names, mesh.intra_node):
-        if name in heavy and not inside and name not in _warned and len(set(mesh.nodes)) > 1:
-            _warned.add(name)
-            if mesh.comm.rank == 0:
-                warnings.warn(
-                    f"init_device_mesh: mesh dim {name!r} of {mesh!r} spans nodes: its "
-                    f"collectives (every layer's, for tensor parallelism) cross the slow "
-                    f"inter-node link; make it the innermost mesh dim with a size that "
-                    f"divides the ranks per node (layout='node' does the rest), or pass "
-                    f"heavy=() if that is meant", stacklevel=4)
-
-
-def _across_nodes(name, raw, device_type, shape, nodes, coordinate, dim):
-    """A host mesh dim spread evenly over several nodes gets the two-level collectives
-    (``comm.hierarchical``, where the cost model says it wins); any other, ``name``."""
-    group = topology.group_nodes(shape, nodes, coordinate, dim)
-    per_node = topology.even_split(group)
-    if name != "mpi" or device_type != "cpu" or per_node < 2:
-        return _communicator(name, raw, device_type)
-    from .comm.hierarchical import Hierarchical
-    model = for_links(get_cost_model(), topology.intra_node(shape, nodes))
-    crossovers = {kind: hierarchical_crossover(model, dim, per_node, len(group) // per_node,
-                                               kind)
-                  for kind in ("all_reduce", "all_gather", "reduce_scatter")}
-    return Hierarchical.name, Hierarchical(raw, group, crossovers)
 
 
 def _communicator(name: str, raw, device_type: str):

@@ -7,7 +7,7 @@ import pytest
 
 import mtensor as mt
 from mpi_helpers import WORLD, assert_all_ranks, host
-from mtensor import mesh as mesh_module
+from mtensor import mesh_nodes
 from mtensor.placement import Replicate, Shard
 from mtensor.redistribute.cost import INTER_NODE, for_links
 
@@ -49,7 +49,7 @@ def test_tp_is_laid_inside_a_node_and_computes_like_numpy(monkeypatch):
 
 def test_rank_layout_keeps_rank_order_and_warns_once(monkeypatch):
     nodes = _two_nodes()
-    mesh_module._warned.discard("tp")
+    mesh_nodes._warned.discard("tp")
     with warnings.catch_warnings(record=True) as seen:
         warnings.simplefilter("always")
         mesh = _mesh(nodes, monkeypatch, layout="rank")
@@ -60,7 +60,7 @@ def test_rank_layout_keeps_rank_order_and_warns_once(monkeypatch):
     assert len(said) == (1 if WORLD.rank == 0 else 0)
     with warnings.catch_warnings(record=True) as quiet:
         warnings.simplefilter("always")
-        mesh_module._warned.discard("tp")
+        mesh_nodes._warned.discard("tp")
         _mesh(nodes, monkeypatch, layout="rank", heavy=())
     assert not [w for w in quiet if "spans nodes" in str(w.message)]
 

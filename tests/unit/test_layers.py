@@ -27,7 +27,8 @@ LAYERS = [
     # whose NCCL runs over MPI
     ["mtensor.comm", "mtensor.testing"],
     # 3. meshes, and executing plans on them
-    ["mtensor.mesh", "mtensor.redistribute.execute", "mtensor.redistribute.calibrate",
+    ["mtensor.mesh", "mtensor.mesh_nodes", "mtensor.redistribute.execute",
+     "mtensor.redistribute.calibrate",
      "mtensor.overlap.buckets", "mtensor.overlap.replay", "mtensor.debug.trace_export"],
     # 4. the DTensor type and views of it
     ["mtensor.views", "mtensor.dtensor"],
