@@ -77,9 +77,11 @@ class DeviceMesh:
         self.nodes: Tuple[str, ...] = tuple(nodes)
         # per mesh dim: whether each of its groups sits inside one node (the fast link)
         self.intra_node: Tuple[bool, ...] = topology.intra_node(self.shape, self.nodes)
-        # per mesh dim: (ranks per node, nodes) where its collectives may run in two levels
-        self.two_level = tuple((c.intra.size, c.inter.size) if name == "mpi-hier" else ()
-                               for name, c in communicators)
+        # per mesh dim: (ranks per node, nodes) where every group's collectives may run in
+        # two levels (a dim whose groups differ is priced flat on every rank: plans must agree)
+        self.two_level = tuple(
+            topology.uniform_split(self.shape, self.nodes, d) if name == "mpi-hier" else ()
+            for d, name in enumerate(self.backends))
         world = MPI.COMM_WORLD.Get_group()
         group = comm.Get_group()
         self._world_ranks = tuple(group.Translate_ranks(list(range(comm.size)), world))

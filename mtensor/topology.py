@@ -54,6 +54,21 @@ def even_split(group) -> int:
     return counts.pop() if len(per_node) > 1 and len(counts) == 1 else 0
 
 
+def uniform_split(shape: Sequence[int], nodes_by_position: Sequence, dim: int) -> Tuple[int, ...]:
+    """(ranks per node, nodes) when every group along mesh dim ``dim`` is spread evenly over
+    the same number of nodes, with the same two or more ranks on each; else ().  Only such a
+    dim is priced in two levels: every rank must price it alike, or their plans differ."""
+    stride = math.prod(shape[dim + 1:])
+    splits = set()
+    for position in range(len(nodes_by_position)):
+        if (position // stride) % shape[dim]:        # each group once, from its first rank
+            continue
+        group = [nodes_by_position[position + k * stride] for k in range(shape[dim])]
+        per_node = even_split(group)
+        splits.add((per_node, len(group) // per_node) if per_node >= 2 else ())
+    return splits.pop() if len(splits) == 1 else ()
+
+
 def describe(names, intra: Sequence[bool], nnodes: int) -> str:
     """``repr(mesh)``'s words for the layout: which mesh dims stay inside a node."""
     if nnodes <= 1:

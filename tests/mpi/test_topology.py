@@ -125,6 +125,29 @@ def test_gathers_and_scatters_across_nodes_go_in_two_levels(monkeypatch):
             assert counted.get_backend_counts() == {"mpi-hier": 1}
 
 
+def test_ranks_price_a_dim_alike_when_its_groups_split_differently(monkeypatch):
+    """5 + 3 ranks on two nodes, mesh (4, 2): some dim-0 groups run in two levels and some
+    flat, so every rank prices dim 0 flat (different models would choose different
+    collectives and hang); each group still computes numpy's sum."""
+    if WORLD.size != 8:
+        pytest.skip("5 + 3 ranks on two fake nodes")
+    monkeypatch.setenv("MTENSOR_NODE_OF_RANK", "0,0,0,0,0,1,1,1")
+    mesh = mt.init_device_mesh((4, 2), mesh_dim_names=("dp", "tp"), layout="rank",
+                               comm=WORLD.Dup(), heavy=())
+    backends = WORLD.allgather(mesh.backends[0])
+    assert set(backends) == {"mpi", "mpi-hier"}, backends
+    assert mesh.two_level == ((), ())
+    assert len(set(WORLD.allgather(hash(mesh.cost_model())))) == 1
+    hier = [mesh.communicator(0).crossover["all_reduce"]] if mesh.backends[0] == "mpi-hier" else []
+    rows = int(max(sum(WORLD.allgather(hier), [])) // 8 // 3) + 9     # above the crossover
+    terms = np.arange(rows * 3, dtype=np.float64).reshape(rows, 3) * (WORLD.rank + 1)
+    p = mt.DTensor.from_local(terms, mesh, [mt.Partial(), Replicate()], shape=terms.shape)
+    got = host(p.redistribute(mesh, [Replicate(), Replicate()]).to_local())
+    column = mesh.get_group(0).allgather(WORLD.rank)
+    want = np.arange(rows * 3, dtype=np.float64).reshape(rows, 3) * sum(r + 1 for r in column)
+    assert_all_ranks(np.allclose(got, want, rtol=1e-12), "dp sums")
+
+
 def test_compile_overlaps_the_dim_across_nodes_and_blocks_inside_one(monkeypatch):
     """``overlap="auto"``: the dp all-reduce (across nodes: a NIC moves bytes behind compute)
     starts early and is waited for late; the tp one (shared memory) is one blocking call."""

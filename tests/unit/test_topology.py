@@ -118,3 +118,14 @@ def test_plans_price_a_two_level_dim_as_what_runs():
         assert priced.step_time(kind, 0, 4, at * 10) < flat_model.step_time(kind, 0, 4, at * 10)
     assert priced.step_time("all_to_all", 0, 4, 1 << 20) == flat_model.step_time(
         "all_to_all", 0, 4, 1 << 20)
+
+
+def test_a_dim_is_priced_in_two_levels_only_where_every_group_is():
+    even = ("a", "a", "b", "b") * 2          # (2, 4) mesh, row-major: dim 1 groups of 4
+    assert topology.uniform_split((2, 4), even, 1) == (2, 2)
+    assert topology.uniform_split((2, 4), even, 0) == ()           # groups inside a node
+    # 5 + 3 ranks on two nodes, mesh (4, 2): dim 0's groups are (a, a, b, b) for odd
+    # positions but (a, a, a, b) for even ones, so no rank may price dim 0 in two levels
+    uneven = ("a",) * 5 + ("b",) * 3
+    assert topology.even_split(topology.group_nodes((4, 2), uneven, (0, 1), 0)) == 2
+    assert topology.uniform_split((4, 2), uneven, 0) == ()
