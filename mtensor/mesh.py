@@ -202,10 +202,10 @@ def _build(mesh_shape: Sequence[int], mesh_dim_names: Optional[Sequence[str]] = 
                           "pass layout='node' (innermost mesh dims inside a node) or 'rank'")
     key = (comm.py2f(), shape, None if mesh_dim_names is None else tuple(mesh_dim_names),
            device_type, device.DEVICES[device_type], backends, layout, tuple(heavy),
-           os.environ.get(mesh_nodes.FAKE_NODES))
+           os.environ.get(FAKE_NODES))
     mesh = _built.get(key)
     if mesh is None:
-        labels = mesh_nodes.node_labels(comm)
+        labels = _node_labels(comm)
         _bind(device_type, labels, comm.rank)
         order = topology.node_order(labels) if layout == "node" else tuple(range(comm.size))
         if order != tuple(range(comm.size)):          # ranks laid out node by node
@@ -222,6 +222,32 @@ def _build(mesh_shape: Sequence[int], mesh_dim_names: Optional[Sequence[str]] = 
                                         coordinate, communicators, whole, nodes)
         mesh_nodes.warn_heavy(mesh, heavy)
     return mesh
+
+
+# MTENSOR_NODE_OF_RANK="0,0,1,1": the node of each rank of the communicator, instead of
+# asking MPI (tests and the two-node bed tell ranks they sit on other nodes)
+FAKE_NODES = "MTENSOR_NODE_OF_RANK"
+
+
+def _node_labels(comm) -> tuple:
+    """The node of each rank of ``comm`` (the same tuple on every rank): its hostname, from
+    an MPI ``COMM_TYPE_SHARED`` split (a host with several shared-memory domains counts each)."""
+    fake = os.environ.get(FAKE_NODES)
+    if fake:
+        labels = tuple(f"node{v.strip()}" for v in fake.split(","))
+        if len(labels) != comm.size:
+            raise _mesh_error(f"{FAKE_NODES}={fake!r} names {len(labels)} ranks but the "
+                              f"communicator has {comm.size}", "give one node per rank")
+        return labels
+    from mpi4py import MPI
+    shared = comm.Split_type(MPI.COMM_TYPE_SHARED)
+    leader = shared.allreduce(comm.rank, op=MPI.MIN)
+    shared.Free()
+    seen = comm.allgather((MPI.Get_processor_name(), leader))
+    hosts = {}
+    for host, lead in seen:
+        hosts.setdefault(host, set()).add(lead)
+    return tuple(host if len(hosts[host]) == 1 else f"{host}#{lead}" for host, lead in seen)
 
 
 def _communicator(name: str, raw, device_type: str):

@@ -1,42 +1,15 @@
-"""Which node each rank of a new mesh sits on, and what follows from it: the warning for a
-heavy mesh dim that spans nodes, and the two-level collectives of a dim spread over nodes.
+"""What follows from the nodes a new mesh's ranks sit on: the warning for a heavy mesh dim
+that spans nodes, and the two-level collectives of a dim spread over nodes.
 
-``mesh.py`` builds the mesh; the arithmetic on node labels is ``topology.py``'s.
+``mesh.py`` builds the mesh and asks MPI for the nodes; the arithmetic on node labels is
+``topology.py``'s.
 """
 from __future__ import annotations
 
-import os
 import warnings
 
 from . import topology
 from .redistribute.cost import for_links, get_cost_model, hierarchical_crossover
-
-# MTENSOR_NODE_OF_RANK="0,0,1,1": the node of each rank of the communicator, instead of
-# asking MPI (tests and the two-node bed tell ranks they sit on other nodes)
-FAKE_NODES = "MTENSOR_NODE_OF_RANK"
-
-
-def node_labels(comm) -> tuple:
-    """The node of each rank of ``comm`` (the same tuple on every rank): its hostname, from
-    an MPI ``COMM_TYPE_SHARED`` split (a host with several shared-memory domains counts each)."""
-    fake = os.environ.get(FAKE_NODES)
-    if fake:
-        labels = tuple(f"node{v.strip()}" for v in fake.split(","))
-        if len(labels) != comm.size:
-            raise ValueError(f"init_device_mesh: {FAKE_NODES}={fake!r} names {len(labels)} "
-                             f"ranks but the communicator has {comm.size}; give one node per "
-                             f"rank")
-        return labels
-    from mpi4py import MPI
-    shared = comm.Split_type(MPI.COMM_TYPE_SHARED)
-    leader = shared.allreduce(comm.rank, op=MPI.MIN)
-    shared.Free()
-    seen = comm.allgather((MPI.Get_processor_name(), leader))
-    hosts = {}
-    for host, lead in seen:
-        hosts.setdefault(host, set()).add(lead)
-    return tuple(host if len(hosts[host]) == 1 else f"{host}#{lead}" for host, lead in seen)
-
 
 _warned: set = set()
 
