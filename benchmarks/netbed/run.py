@@ -148,8 +148,22 @@ def report(results, rate, command) -> str:
     return "\n".join(lines)
 
 
-def raise_on_signal(signum, _frame):
+def _raise_on_signal(signum, _frame):
     raise KeyboardInterrupt(f"signal {signum}")
+
+
+def ready(script: str, argv) -> str:
+    """The command line to report for ``benchmarks/netbed/<script>``, once the bed can be
+    made and SIGTERM/SIGHUP tear it down like Ctrl-C; "" (after printing "skipped:
+    <reason>") where it cannot."""
+    reason = netns.unavailable()
+    if reason:
+        print(f"skipped: {reason}")
+        return ""
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, _raise_on_signal)
+    given = argv if argv is not None else sys.argv[1:]
+    return f"python benchmarks/netbed/{script} {shlex.join(given)}".strip()
 
 
 def main(argv=None) -> int:
@@ -166,23 +180,18 @@ def main(argv=None) -> int:
     ap.add_argument("--timeout", type=int, default=600, help="seconds per launch")
     ap.add_argument("--out", default=str(HERE / "RESULTS.md"))
     args = ap.parse_args(argv)
-    reason = netns.unavailable()
-    if reason:
-        print(f"skipped: {reason}")
+    command = ready("run.py", argv)
+    if not command:
         return 0
-    for sig in (signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, raise_on_signal)
     script = ["--reps", args.reps, "--caps", args.caps, "--layers", args.layers, "--d", args.d,
               "--batch", args.batch]
-    command = "python benchmarks/netbed/run.py " + shlex.join(argv if argv is not None
-                                                               else sys.argv[1:])
     results = []
     with netns.bed(args.rate):
         print(netns.describe(), flush=True)
         results.append(run_once([*script, "--trace", args.trace], args.timeout, {}))
         if not args.no_async:
             results.append(run_once(script, args.timeout, {"MPIR_CVAR_ASYNC_PROGRESS": "1"}))
-    text = report(results, args.rate, command.strip())
+    text = report(results, args.rate, command)
     text += f"\nA Chrome trace of one compiled replay (first cap, default progress): `{args.trace}`.\n"
     text += ("\nTwo nodes of 2 ranks (tp inside vs across nodes, two-level collectives): "
              "`TWO_NODES.md`, written by `run_two_nodes.py`; the same step with twice the batch "

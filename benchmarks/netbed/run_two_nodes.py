@@ -11,15 +11,13 @@ exits 0.
 """
 import argparse
 import os
-import shlex
-import signal
 import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 import netns  # noqa: E402
-from run import raise_on_signal, run_once  # noqa: E402
+from run import ready, run_once  # noqa: E402
 
 
 # flat algorithms of MPICH that do not follow the nodes, per launch (a ring crosses the link
@@ -108,16 +106,11 @@ def main(argv=None) -> int:
     ap.add_argument("--timeout", type=int, default=600, help="seconds for the launch")
     ap.add_argument("--out", default=str(HERE / "TWO_NODES.md"))
     args = ap.parse_args(argv)
-    reason = netns.unavailable()
-    if reason:
-        print(f"skipped: {reason}")
+    command = ready("run_two_nodes.py", argv)
+    if not command:
         return 0
-    for sig in (signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, raise_on_signal)
     script = ["--batch", args.batch, "--d", args.d, "--reps", args.reps, "--sizes", args.sizes,
               "--kinds", args.kinds, "--collective-reps", args.collective_reps]
-    command = "python benchmarks/netbed/run_two_nodes.py " + shlex.join(
-        argv if argv is not None else sys.argv[1:])
     load = os.getloadavg()[0]
     with netns.bed(args.rate):
         print(netns.describe(), flush=True)
@@ -129,7 +122,7 @@ def main(argv=None) -> int:
                              script="two_nodes.py", per_node=2)
             result["collectives_under"][label] = again["collectives"]
     result["load"] = (load, os.getloadavg()[0])
-    text = report(result, args.rate, command.strip())
+    text = report(result, args.rate, command)
     Path(args.out).write_text(text)
     print(text)
     return 0
