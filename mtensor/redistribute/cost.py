@@ -135,42 +135,39 @@ def for_links(model: CostModel, intra_node, two_level=()) -> CostModel:
 TWO_LEVEL_KINDS = ("all_reduce", "all_gather", "reduce_scatter")
 
 
+def _two_level_terms(model: CostModel, kind: str, mesh_dim: int, per_node: int,
+                     nodes: int):
+    """(latency seconds beyond the dim's own alpha, seconds per byte) of ``kind`` in two
+    levels: inside a node at ``model``'s own alpha and beta, across at the dim's link.
+    All-reduce (of S bytes): reduce-scatter and all-gather inside, all-reduce of S/k across.
+    All-gather and reduce-scatter (S: the whole buffer): one level across moving S/k, one
+    inside, and a copy of S into the two-level order."""
+    _, b_x = model.link(mesh_dim)
+    k, m = per_node, nodes
+    across, inside = (m - 1) / m / k / b_x, (k - 1) / k / model.beta
+    if kind == "all_reduce":
+        return 2 * model.alpha, 2 * (inside + across)
+    return model.alpha, inside + across + 1 / model.copy_beta
+
+
 def two_level_time(model: CostModel, kind: str, mesh_dim: int, per_node: int, nodes: int,
                    nbytes: float) -> float:
     """Seconds for ``kind`` over a mesh dim of ``per_node`` ranks on each of ``nodes`` nodes
-    in two levels (``comm.hierarchical``): inside a node at ``model``'s own alpha and beta,
-    across at the dim's link.  ``nbytes``: the buffer (all-reduce), the whole gathered or
-    scattered one (all-gather, reduce-scatter)."""
-    a_in, b_in = model.alpha, model.beta
-    a_x, b_x = model.link(mesh_dim)
-    k, m = per_node, nodes
-    across = (m - 1) / m * nbytes / k / b_x
-    inside = (k - 1) / k * nbytes / b_in
-    if kind == "all_reduce":
-        return 2 * (a_in + inside) + a_x + 2 * across
-    return a_in + inside + a_x + across + nbytes / model.copy_beta
+    in two levels (``comm.hierarchical``).  ``nbytes``: the buffer (all-reduce), the whole
+    gathered or scattered one (all-gather, reduce-scatter)."""
+    extra, per_byte = _two_level_terms(model, kind, mesh_dim, per_node, nodes)
+    return model.link(mesh_dim)[0] + extra + per_byte * nbytes
 
 
 def hierarchical_crossover(model: CostModel, mesh_dim: int, per_node: int, nodes: int,
                            kind: str = "all_reduce") -> float:
     """Bytes above which collective ``kind`` over a mesh dim spread ``per_node`` ranks on
-    each of ``nodes`` nodes is faster in two levels (``comm.hierarchical``) than flat (inf:
-    never).  Inside a node: ``model``'s own alpha and beta; across: the mesh dim's link.
-
-    All-reduce (of S bytes): reduce-scatter and all-gather inside (two latencies, (k-1)/k of S
-    each), all-reduce of S/k across.  All-gather and reduce-scatter (S: the whole buffer):
-    one level across moving S/k, one inside, and a copy of S into the two-level order."""
-    a_in, b_in = model.alpha, model.beta
-    _, b_x = model.link(mesh_dim)
-    k, m = per_node, nodes
-    n = k * m
-    if kind == "all_reduce":
-        saved = 2 * ((n - 1) / n / b_x - (k - 1) / k / b_in - (m - 1) / m / k / b_x)
-        extra = 2 * a_in
-    else:
-        saved = ((n - 1) / n / b_x - (k - 1) / k / b_in - (m - 1) / m / k / b_x
-                 - 1 / model.copy_beta)
-        extra = a_in
+    each of ``nodes`` nodes is faster in two levels than flat, where ``two_level_time``
+    meets the flat step time (inf: never)."""
+    n = per_node * nodes
+    flat_per_byte = STEP_KINDS[kind].bus_factor * (n - 1) / n / model.link(mesh_dim)[1]
+    extra, per_byte = _two_level_terms(model, kind, mesh_dim, per_node, nodes)
+    saved = flat_per_byte - per_byte
     return extra / saved if saved > 0 else float("inf")
 
 
