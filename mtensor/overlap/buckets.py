@@ -12,7 +12,6 @@ Offsets and counts are worked out once, when the replay is built.
 from __future__ import annotations
 
 import math
-import sys
 
 import numpy as np
 
@@ -50,12 +49,12 @@ class Bucket:
         self.recv_shape = (self.counts[me],) if self.kind == "reduce_scatter" else (int(per.sum()),)
         self.mine = [(int(within[i, me]), int(per[i, me])) for i in range(len(members))]
 
-    def pack(self, env, dying=False):
-        """(send buffer, receive buffer) from the members' inputs.  ``dying``: the input's
-        slot dies here; an unfused all-reduce then reduces it in place (MPI_IN_PLACE: no
-        fresh buffer, no copy) when nothing but the replay holds the host block."""
+    def pack(self, env, alone=False):
+        """(send buffer, receive buffer) from the members' inputs.  ``alone``: the input dies
+        here and only the replay holds it; an unfused all-reduce then reduces a host block
+        of the result's layout in place (MPI_IN_PLACE: no fresh buffer, no copy)."""
         first = env[self.ins[0]]
-        if dying and self.in_place and self._alone(first):
+        if alone and self.in_place and self._fits(first):
             return first, first
         recv = device.empty(self.recv_shape, self.dtype, like=first)
         if not self.fused:
@@ -71,12 +70,11 @@ class Bucket:
                 send[at:at + n] = flat[start:start + n]
         return send, recv
 
-    def _alone(self, block) -> bool:
-        """Whether ``block`` is a whole host array of the result's layout that only the
-        replay holds (its env slot, as ``_ALONE`` measured through the same calls)."""
+    def _fits(self, block) -> bool:
+        """Whether ``block`` is a whole C-contiguous host array of the result's layout."""
         return (type(block) is np.ndarray and block.base is None
                 and block.shape == self.recv_shape and block.dtype == self.dtype
-                and block.flags.c_contiguous and sys.getrefcount(block) == _ALONE)
+                and block.flags.c_contiguous)
 
     def unpack(self, recv, env) -> None:
         """Each member's result, finished, into its slot."""
@@ -105,17 +103,3 @@ class Bucket:
             self.members[0].count(self.nbytes)
         finally:
             active.region, active.phase = outer
-
-
-def _held(block) -> int:
-    return sys.getrefcount(block)
-
-
-def _through_pack(env) -> int:
-    first = env[0]          # as ``pack`` holds its input while ``_alone`` looks at it
-    return _held(first)
-
-
-# The reference count ``_alone`` reads for a block only an env slot holds: measured with the
-# same call shape, not assumed (interpreters count the references of a call differently)
-_ALONE = _through_pack([np.empty(1)])

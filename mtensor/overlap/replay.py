@@ -90,7 +90,7 @@ class Replay:
                     self.buckets[0].group.test_all(requests)
             elif what == _START:
                 bucket = self.buckets[arg]
-                send, recv = bucket.pack(env, self.dying[i])
+                send, recv = bucket.pack(env, self._alone(env, i, bucket))
                 self.reused += send is recv
                 self._announce(bucket)
                 request = bucket.group.start(bucket.kind, send, recv,
@@ -111,7 +111,7 @@ class Replay:
                 bucket.count()
             else:
                 bucket = self.buckets[arg]
-                send, recv = bucket.pack(env, self.dying[i])
+                send, recv = bucket.pack(env, self._alone(env, i, bucket))
                 self.reused += send is recv
                 self._announce(bucket)
                 try:
@@ -127,18 +127,23 @@ class Replay:
 
     def _reusable(self, env, i):
         """A dying operand's block that step ``i``'s ufunc may write its result into, or
-        None: one only the env list holds (``_ALONE``, measured through the same shape of
-        code)."""
+        None: one only the env list holds."""
         meta = self.results[i]
         if meta is None:
             return None
         for s in self.into[i]:
+            if _references(env, s) != _ALONE:
+                continue
             block = env[s]
             if (is_block(block) and block.base is None
-                    and (block.shape, block.dtype, block.strides) == meta
-                    and sys.getrefcount(block) == _ALONE):
+                    and (block.shape, block.dtype, block.strides) == meta):
                 return block
         return None
+
+    def _alone(self, env, i, bucket) -> bool:
+        """Whether step ``i`` (a start or run) may reduce its bucket's input in place: the
+        slot dies there and only the env list holds its block."""
+        return self.dying[i] and _references(env, bucket.ins[0]) == _ALONE
 
     def _last_uses(self, nodes, program, graph):
         """Per instruction, the slots nothing reads after it: dropped there, so the replay
@@ -193,13 +198,15 @@ class Replay:
                          bucket.mesh.comm, agree)
 
 
-def _in_env_alone(env) -> int:
-    block = env[0]          # as ``_reusable`` holds a candidate while it counts
+def _references(env, slot) -> int:
+    """The reference count of ``env[slot]`` as seen from here."""
+    block = env[slot]
     return sys.getrefcount(block)
 
 
-# The reference count ``_reusable`` reads for a block only the env list holds (measured)
-_ALONE = _in_env_alone([np.empty(1)])
+# What ``_references`` reads for a block only the env list holds: measured through the same
+# function, not assumed (interpreters count the references of a call differently)
+_ALONE = _references([np.empty(1)], 0)
 
 
 def _dying_operands(step, free) -> tuple:

@@ -177,7 +177,6 @@ class Compiled:
         return result, _Traced(graph, buckets, program, Replay(graph, buckets, program),
                                seconds, chosen_by)
 
-
     def _overlaps(self, nodes, buckets):
         """Per bucket: whether it may start early and be waited for late."""
         if self.overlap != "auto":
