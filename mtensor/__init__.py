@@ -2,6 +2,8 @@
 from . import checkpoint, optim, random
 from .autodiff import vjps as _vjps  # noqa: F401  (registers the gradient rules)
 from .autodiff.api import grad, stop_gradient, value_and_grad
+from .autodiff.custom_vjp import custom_vjp
+from .autodiff.local_map import local_map
 from .autoshard import auto_shard, shard_hint
 from .comm import guard as _guard
 from .comm.abort import set_abort_on_error
@@ -39,7 +41,7 @@ from .redistribute.cost import CostModel, get_cost_model, set_cost_model
 from .trace_compile.compile import compile, explain
 
 __all__ = [
-    "CollectiveMismatchError", "CommDebugMode", "CostModel", "DTensor", "DeviceMesh", "Partial", "Replicate", "Shard", "all", "any",
+    "CollectiveMismatchError", "CommDebugMode", "custom_vjp", "local_map", "CostModel", "DTensor", "DeviceMesh", "Partial", "Replicate", "Shard", "all", "any",
     "arange", "auto_shard", "argmax", "argmin", "astype", "broadcast_to", "calibrate", "clip", "compile", "concatenate", "copy", "dot",
     "asnumpy", "einsum", "empty", "empty_like", "expand_dims", "explain", "full", "full_like", "distribute_tensor", "get_cost_model", "grad",
     "init_device_mesh", "load", "matmul", "optim", "max", "mean", "min", "moveaxis", "ones", "ones_like", "prod",

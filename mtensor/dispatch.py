@@ -129,24 +129,34 @@ def dispatch(name: str, operands, params=(), cache: bool = True, keep=None):
     operand that must keep its layout (the target an in-place op writes back into)."""
     if views.state.detached:
         _sync(operands)
-    decision = decision_for(name, operands, params) if cache else _decide(name, operands,
-                                                                          params)
-    return run_decision(name, operands, params, decision, keep)
+    seen = read_forms(operands) if reduced.count else operands
+    decision = decision_for(name, seen, params) if cache else _decide(name, seen, params)
+    return run_decision(name, operands, params, decision, keep, seen)
 
 
-def run_decision(name: str, operands, params, decision, keep=None):
-    """Run a decision (``decision_for``'s) on the operands and wrap the result."""
+def read_forms(operands, keep=None) -> tuple:
+    """The operands as ops read them (``DTensor.reduced_form``): a tensor of partial terms
+    that an earlier op reduced is read reduced; ``keep`` (a write's target) as it is."""
+    return tuple(o.reduced_form() if type(o) is DTensor and o._reduced is not None
+                 and o is not keep else o for o in operands)
+
+
+def run_decision(name: str, operands, params, decision, keep=None, seen=None):
+    """Run a decision (``decision_for``'s, made on ``seen``: the operands as read, by
+    default themselves) on the operands and wrap the result; the tape and auto_shard see
+    the operands themselves."""
+    seen = operands if seen is None else seen
     tracer = modes.active.tracer
     if decision.direct and tracer is None:
         blocks = None
-        result = decision.kernel(*[o._local for o in operands])
+        result = decision.kernel(*[o._local for o in seen])
     else:
-        blocks = _blocks(name, operands, decision, keep)
+        blocks = _blocks(name, seen, decision, keep)
         if tracer is None:
             result = decision.kernel(*blocks)
         else:
             result = tracer.call(name, decision.kernel, blocks, decision.nout,
-                                 detail=_strategy(decision, operands))
+                                 detail=_strategy(decision, seen))
     if decision.nout > 1:
         out = tuple(_wrap(r, decision) for r in result)
     elif is_block(result) and result.dtype in decision.specs:
@@ -154,7 +164,7 @@ def run_decision(name: str, operands, params, decision, keep=None):
     else:
         out = _wrap(result, decision)
     if modes.active.tape is not None or modes.active.autoshard is not None:
-        used = _as_used(operands, decision, blocks)
+        used = _as_used(seen, decision, blocks)
         if modes.active.tape is not None:
             modes.active.tape.push(name, operands, params, out, used)
         if modes.active.autoshard is not None:
@@ -169,6 +179,7 @@ def dispatch_into(name: str, operands, params, target) -> bool:
     then computes the result and assigns it."""
     if views.state.detached:
         _sync(operands + (target,))
+    operands = read_forms(operands, target) if reduced.count else operands
     decision = decision_for(name, operands, params, target._spec.placements)
     if decision is None or decision.into is None or decision.shape != target._spec.shape:
         return False
@@ -229,17 +240,27 @@ def _blocks(name, operands, decision, keep=None) -> list:
     return blocks
 
 
+class _Reduced:
+    count = 0   # reduced twins made so far: until the first, operands are read as they are
+
+
+reduced = _Reduced()
+
+
 def _settle(operand, block, spec) -> None:
-    """A DTensor of partial terms that an op needed reduced keeps the reduced block: the
-    same value, so every later use (the normalisation after the variance, the residual
-    read again) finds it whole instead of reducing it again, as Megatron's all-reduce
-    hands its one result to every consumer.  Views keep their own layout, and a compiled
-    step's arguments keep theirs (the graph reads them as they were passed)."""
+    """A DTensor of partial terms that an op needed reduced keeps the reduced block as its
+    twin (``DTensor.reduced_form``): the same value, so every later read (the normalisation
+    after the variance, the residual read again) finds it whole instead of reducing it
+    again, as Megatron's all-reduce hands its one result to every consumer.  The operand's
+    own placements and block stay as its owner made them (reading never changes a layout);
+    its next write drops the twin.  Views keep their own reads, and a compiled step's
+    arguments too (the graph reads them as they were passed)."""
     if (operand._view is None and spec is not None
             and any(isinstance(p, Partial) for p in operand._spec.placements)
             and not any(isinstance(p, Partial) for p in spec.placements)
             and (modes.active.tracer is None or not modes.active.tracer.is_input(operand._local))):
-        operand._local, operand._spec = block, spec
+        operand._reduced = (operand._version, views.state.epoch, DTensor(block, spec))
+        reduced.count += 1
 
 
 def _strategy(decision: Decision, operands) -> str:

@@ -42,14 +42,16 @@ class DTensor:
     """A tensor distributed over a DeviceMesh.  ``shape`` is the global shape."""
 
     # _view: how this tensor views another (views.View) or None; _version: bumped by every
-    # write to this tensor's block, so views of it know when they are stale.
-    __slots__ = ("_local", "_spec", "_view", "_version")
+    # write to this tensor's block, so views of it know when they are stale; _reduced: for a
+    # tensor of partial terms an op needed whole, (version, epoch, the reduced DTensor).
+    __slots__ = ("_local", "_spec", "_view", "_version", "_reduced")
 
     def __init__(self, local: np.ndarray, spec: DTensorSpec):
         self._local = local
         self._spec = spec
         self._view = None
         self._version = 0
+        self._reduced = None
 
     @property
     def placements(self):
@@ -89,12 +91,34 @@ class DTensor:
     def spec(self) -> DTensorSpec:
         return self._spec
 
-    def to_local(self) -> np.ndarray:
-        """This rank's block (no communication)."""
+    def to_local(self, *, grad_placements: Optional[Sequence[Placement]] = None):
+        """This rank's block (no communication).
+
+        Inside ``value_and_grad``, of a value that depends on a parameter, the block comes
+        as a DTensor of a one-rank mesh (``mesh.local_mesh()``) that the tape follows, so
+        numpy code on it and ``DTensor.from_local`` back keep the gradient; its cotangent
+        returns as a DTensor laid out as ``grad_placements`` (default: this tensor's)."""
+        if modes.is_tracked(self):
+            return modes.active.tape.local_of(self, grad_placements)
+        block = self._block()
+        self._reduced = None      # the caller may write the block in place
+        return block
+
+    def _block(self):
+        """This rank's block, for mtensor's own plans (never followed by the tape)."""
         modes.refuse_while_tracing("to_local()")
         if self._view is not None:
             views.sync(self)
         return self._local
+
+    def reduced_form(self) -> "DTensor":
+        """This tensor as ops read it: the reduced twin an earlier op made of its partial
+        terms while no write has touched it since (the same value, reduced once however
+        often it is read), else itself.  Its own placements and block never change."""
+        twin = self._reduced
+        if twin is not None and twin[0] == self._version and twin[1] == views.state.epoch:
+            return twin[2]
+        return self
 
     def full_tensor(self) -> np.ndarray:
         """The whole tensor on every rank (a collective: every rank must call it)."""
@@ -130,8 +154,11 @@ class DTensor:
         spec = self._spec
         if placements == spec.placements:
             return self
-        program, out_spec = _redistribution(spec, placements, spec.mesh.cost_model())
-        return DTensor(program(self._local), out_spec)
+        source = self.reduced_form()
+        if placements == source._spec.placements:
+            return DTensor(source._local.copy(), source._spec)
+        program, out_spec = _redistribution(source._spec, placements, spec.mesh.cost_model())
+        return DTensor(program(source._local), out_spec)
 
     def __array__(self, dtype=None, copy=None):
         if self.device_mesh.device_type != "cpu":
@@ -150,13 +177,20 @@ class DTensor:
         )
 
     @staticmethod
-    def from_local(local, device_mesh, placements, shape=None, run_check: bool = False):
+    def from_local(local, device_mesh, placements, shape=None, run_check: bool = False, *,
+                   grad_placements: Optional[Sequence[Placement]] = None):
         """Wrap each rank's block; with ``shape=None`` the global shape is gathered from them.
 
         Blocks must follow the ``numpy.array_split`` layout of the placements.  With
         ``run_check=True`` every rank's dtype and block shape are checked against that layout
-        and a mismatch raises the same error on every rank.
+        and a mismatch raises the same error on every rank.  ``local`` may be a block of a
+        one-rank mesh (a differentiable ``to_local``'s): the gradient then flows back to it,
+        the cotangent laid out as ``grad_placements`` (default: ``placements``) before its
+        block is taken.
         """
+        term = local if type(local) is DTensor else None
+        if term is not None:
+            local = _own_block(term, device_mesh)
         local = device.to_device(local if device.is_block(local) else np.asarray(local),
                                  device_mesh.device_type)
         placements = check_placements("from_local", placements, device_mesh, local.shape)
@@ -171,8 +205,24 @@ class DTensor:
                 shape = infer_global_shape(blocks, device_mesh.shape, placements)
             check_local_shapes(blocks, device_mesh.shape, placements, tuple(shape))
         shape = check_shape("from_local", shape, local.ndim)
-        spec = DTensorSpec(device_mesh, placements, shape, local.dtype)
-        return DTensor(local, spec)
+        out = DTensor(local, DTensorSpec(device_mesh, placements, shape, local.dtype))
+        if term is not None and modes.is_tracked(term):
+            grads = placements if grad_placements is None else check_placements(
+                "from_local (grad_placements)", grad_placements, device_mesh, local.shape)
+            modes.active.tape.push("from_local", (term,), (tuple(grads),), out)
+        return out
+
+
+def _own_block(term: "DTensor", device_mesh):
+    """The block a one-rank-mesh DTensor holds, for ``from_local``; a DTensor of any other
+    mesh is refused (its block alone is not this rank's block of anything)."""
+    if term.device_mesh is not device_mesh.local_mesh():
+        raise TypeError(
+            f"from_local: local is a DTensor of shape {term.shape} on {term.device_mesh}; "
+            f"pass this rank's block (x.to_local()), not a distributed tensor")
+    if term._view is not None:
+        views.sync(term)
+    return term._local
 
 
 @contextmanager

@@ -139,6 +139,12 @@ class DeviceMesh:
             )
         return self._submeshes[dim]
 
+    def local_mesh(self) -> "DeviceMesh":
+        """The one-rank mesh of this rank alone (``MPI.COMM_SELF``), on this mesh's device:
+        where a differentiable ``to_local`` and ``local_map`` put a rank's own blocks, so
+        the tape follows numpy code on them without any rank waiting on another."""
+        return local_mesh(self.device_type)
+
     def _dim_index(self, mesh_dim: Union[int, str]) -> int:
         if isinstance(mesh_dim, str):
             if not self.mesh_dim_names or mesh_dim not in self.mesh_dim_names:
@@ -263,6 +269,24 @@ def _bind(device_type: str, labels, rank: int) -> None:
         return
     local_rank = labels[:rank].count(labels[rank])
     device.bind(device_type, local_rank)
+
+
+def local_mesh(device_type: str) -> DeviceMesh:
+    """This rank's one-rank mesh on ``device_type`` (not a collective; the device stays
+    bound as the rank's own meshes bound it; a GPU one stages through the host, though
+    nothing laid out on one rank needs a collective)."""
+    key = ("local", device_type)
+    mesh = _built.get(key)
+    if mesh is None:
+        from mpi4py import MPI
+        cart = MPI.COMM_SELF.Create_cart([1], periods=[False], reorder=False)
+        group = cart.Sub([True])
+        name = "mpi" if device_type == "cpu" else "staged"
+        mesh = _built[key] = DeviceMesh(
+            cart, (1,), None, device_type, (group,), (0,),
+            ((name, _comm.backend(name)(group)),), (name, _comm.backend(name)(cart)),
+            (MPI.Get_processor_name(),))
+    return mesh
 
 
 def world_mesh() -> DeviceMesh:

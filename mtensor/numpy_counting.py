@@ -30,7 +30,7 @@ def _like(name, x: DTensor, other, what: str):
         raise ValueError(f"np.{name}: {what} has shape {np.shape(other)} but the array has "
                          f"{x.shape}; give them the same shape")
     if type(other) is DTensor:
-        return _prepare(name, other).redistribute(placements=x.placements).to_local()
+        return _prepare(name, other).redistribute(placements=x.placements)._block()
     mesh = x.device_mesh
     return np.asarray(other)[local_slices(x.shape, mesh.shape, x.placements, mesh.coordinate)]
 
@@ -43,7 +43,7 @@ def searchsorted(a, v, side="left", sorter=None):
     if type(a) is not DTensor:
         v = _prepare("searchsorted", v, differentiable=False)
         a = device.to_device(np.asarray(a), v.device_mesh.device_type)
-        return _wrap(np.searchsorted(a, v.to_local(), side), v.device_mesh,
+        return _wrap(np.searchsorted(a, v._block(), side), v.device_mesh,
                      v.placements, v.shape)
     a = _prepare("searchsorted", a, differentiable=False)
     if a.ndim != 1:
@@ -55,12 +55,12 @@ def searchsorted(a, v, side="left", sorter=None):
             raise ValueError("np.searchsorted: a and v live on different meshes; "
                              "redistribute one onto the other's mesh")
         keep = tuple(Replicate() if s else p for s, p in zip(split, v.placements))
-        values, shape = v.redistribute(placements=keep).to_local(), v.shape
+        values, shape = v.redistribute(placements=keep)._block(), v.shape
     else:
         keep = (Replicate(),) * len(split)
         values = device.to_device(np.asarray(v), a.device_mesh.device_type)
         shape = values.shape
-    local = np.searchsorted(a.to_local(), values, side).astype(np.intp, copy=False)
+    local = np.searchsorted(a._block(), values, side).astype(np.intp, copy=False)
     out = tuple(Partial("sum") if s else p for s, p in zip(split, keep))
     return _wrap(local, a.device_mesh, out, shape)
 
@@ -89,7 +89,7 @@ def bincount(x, weights=None, minlength=0):
     if minlength < 0:
         raise ValueError("np.bincount: 'minlength' must not be negative")
     w = None if weights is None else _like("bincount", x, weights, "weights")
-    block = x.to_local()
+    block = x._block()
     span = _extrema(x.device_mesh, "np.bincount", block)
     if span is not None and span[0] < 0:
         raise ValueError("np.bincount: 'list' argument must have no negative elements")
@@ -127,7 +127,7 @@ def histogram(a, bins=10, range=None, density=None, weights=None):
     a = ravel(a)
     if weights is not None:
         w = _like("histogram", a, weights, "weights")
-    block = a.to_local()
+    block = a._block()
     edges = _bin_edges(a, block, bins, range)
     local_bins = bins if np.ndim(bins) == 0 else edges
     local_range = (edges[0], edges[-1]) if np.ndim(bins) == 0 else None
@@ -141,7 +141,7 @@ def histogram(a, bins=10, range=None, density=None, weights=None):
     mesh, whole = a.device_mesh, (Replicate(),) * a.device_mesh.ndim
     hist = _wrap(counts, mesh, _terms(a.placements), counts.shape)
     if density:
-        n = hist.redistribute(placements=whole).to_local()
+        n = hist.redistribute(placements=whole)._block()
         widths = device.to_device(np.diff(edges).astype(float), mesh.device_type)
         hist = _wrap(n / widths / n.sum(), mesh, whole, n.shape)
     return hist, _wrap(edges, mesh, whole, edges.shape)

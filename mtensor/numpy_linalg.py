@@ -60,7 +60,7 @@ def _per_matrix(fn, a, whole=False):
     mesh, batch = a.device_mesh, a.ndim - 2
     layout = tuple(p if isinstance(p, Shard) and p.dim < batch and not whole else Replicate()
                    for p in a.placements)
-    block = a.redistribute(mesh, layout).to_local()
+    block = a.redistribute(mesh, layout)._block()
     if all(p == Replicate() for p in layout):
         out = fn(block)
     else:
@@ -104,7 +104,7 @@ def _tsqr_blocks(a, mode):
     """(this rank's rows of Q, or None for ``mode='r'``; R; Q's layout), in double."""
     mesh, n = a.device_mesh, a.shape[1]
     layout = row_layout(a.placements)
-    block = a.redistribute(mesh, layout).to_local().astype(work_type(a.dtype), copy=False)
+    block = a.redistribute(mesh, layout)._block().astype(work_type(a.dtype), copy=False)
     rows, nblocks = stacked_rows(a.shape, mesh.shape, layout)
     q, r = local_qr(block, mode)
     if nblocks > 1:

@@ -67,7 +67,7 @@ def _spread(mesh):
 def _along(a: DTensor, axis: int, fn) -> DTensor:
     """``fn`` on blocks that hold ``axis`` whole (gathered where split), in ``a``'s layout."""
     whole = tuple(Replicate() if p == Shard(axis) else p for p in a.placements)
-    local = fn(a.redistribute(placements=whole).to_local())
+    local = fn(a.redistribute(placements=whole)._block())
     return _wrap(local, a.device_mesh, whole, a.shape).redistribute(placements=a.placements)
 
 
@@ -116,7 +116,7 @@ def _rebalance(mesh, name, blocks, held, target):
 def _sort_1d(name, a: DTensor, with_index: bool) -> DTensor:
     """A split 1-D ``a`` sorted (or argsorted, stably) by the sample sort, in ``a``'s layout."""
     mesh, spread, n = a.device_mesh, _spread(a.device_mesh), a.shape[0]
-    block = a.redistribute(placements=spread).to_local()
+    block = a.redistribute(placements=spread)._block()
     runs = plan.layout_counts(n, mesh.shape, spread)
     if with_index:
         order = np.argsort(block, kind="stable")
@@ -136,7 +136,7 @@ def _sorting(name, a, axis, local_fn, with_index):
         a, axis = ravel(a), 0
     axis = normalize_axis_index(axis, a.ndim)
     if not _split(a, axis):
-        return _wrap(local_fn(a.to_local(), axis), a.device_mesh, a.placements, a.shape)
+        return _wrap(local_fn(a._block(), axis), a.device_mesh, a.placements, a.shape)
     if a.ndim == 1:
         return _sort_1d(name, a, with_index)
     return _along(a, axis, lambda block: local_fn(block, axis))
@@ -199,7 +199,7 @@ def _unique_spread(flat: DTensor):
     """A split 1-D ``flat``: local uniques sample-sorted with equal values kept together,
     merged per rank, then rebalanced.  Returns (values, first index, inverse, counts)."""
     mesh, spread, n, name = flat.device_mesh, _spread(flat.device_mesh), flat.shape[0], "np.unique"
-    block = flat.redistribute(placements=spread).to_local()
+    block = flat.redistribute(placements=spread)._block()
     start = local_offset((n,), mesh.shape, spread, mesh.coordinate)[0]
     keys, first, inverse, counts = np.unique(block, return_index=True, return_inverse=True,
                                              return_counts=True)
@@ -233,7 +233,7 @@ def unique(ar, return_index=False, return_inverse=False, return_counts=False, ax
         values, index, inverse, counts = _unique_spread(flat)
     else:
         mesh, whole = flat.device_mesh, (Replicate(),) * flat.device_mesh.ndim
-        found = np.unique(flat.to_local(), return_index=True, return_inverse=True,
+        found = np.unique(flat._block(), return_index=True, return_inverse=True,
                           return_counts=True)
         values, index, inverse, counts = (_wrap(x, mesh, whole, np.shape(x)) for x in found)
     extras = [x for x, want in ((index, return_index),
@@ -258,7 +258,7 @@ def _quantile_like(name, fn, a, q, axis, keepdims, **kwargs):
     if keepdims is not np._NoValue:
         kwargs["keepdims"] = bool(keepdims)
     args = () if q is None else (q,)
-    block = a.redistribute(placements=whole).to_local()
+    block = a.redistribute(placements=whole)._block()
     local = fn(block, *args, axis=axis, **kwargs)
     kept = [d for d in range(a.ndim) if kwargs.get("keepdims") or d not in axes]
     lead = np.ndim(q)

@@ -12,7 +12,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Dict, List, Set, Tuple
 
-from .. import modes
+from .. import modes, views
+from ..dtensor import DTensor
+from ..placement import Replicate
+from ..spec import DTensorSpec, check_placements
 
 # op name -> vjp(j, cotangent, output, operands, params): the cotangent of operand j
 VJPS: Dict[str, tuple] = {}
@@ -55,6 +58,21 @@ class Tape:
         operands = tuple(operands)
         self.entries.append(Entry(name, operands, operands if values is None
                                   else tuple(values), params, outputs, modes.active.region))
+
+
+    def local_of(self, x, grad_placements):
+        """``x.to_local()`` of a followed ``x``: its block as a DTensor of the rank's
+        one-rank mesh, followed too; its cotangent comes back laid out as
+        ``grad_placements`` (default: ``x``'s placements)."""
+        if x._view is not None:
+            views.sync(x)
+        mesh, block = x.device_mesh, x._local
+        grads = x.placements if grad_placements is None else check_placements(
+            "to_local (grad_placements)", grad_placements, mesh, block.shape)
+        out = DTensor(block, DTensorSpec(mesh.local_mesh(), (Replicate(),), block.shape,
+                                         block.dtype))
+        self.push("to_local", (x,), (tuple(grads),), out)
+        return out
 
 
 def start(leaves) -> Tape:

@@ -43,6 +43,7 @@ LAYERS = [
      "mtensor.numpy_block"],
     # 7. programs of DTensor ops: gradients, optimizers, compile, explain
     ["mtensor.autodiff.tape", "mtensor.autodiff.vjps", "mtensor.autodiff.api",
+     "mtensor.autodiff.blocks", "mtensor.autodiff.local_map", "mtensor.autodiff.custom_vjp",
      "mtensor.optim", "mtensor.trace_compile.compile", "mtensor.checkpoint",
      "mtensor.autoshard"],
     # 8. the public package
