@@ -198,7 +198,9 @@ class DTensor:
         if shape is None and not sharded and not run_check:
             shape = local.shape
         elif shape is None or run_check:
-            with guarded("from_local", "allgather", local.shape, local.dtype, device_mesh):
+            # the blocks may differ in shape (uneven shards): the check compares ndim only
+            with guarded("from_local", "allgather", (None,) * local.ndim, local.dtype,
+                         device_mesh):
                 blocks = device_mesh.communicator().allgather_object(
                     (local.shape, local.dtype.str))
             if shape is None:

@@ -30,12 +30,21 @@ def _block_fits(out, mesh) -> bool:
     return out.to_local().shape == want
 
 
+def _unchanged(x, was) -> bool:
+    """Reading an operand never changes it: its placements and its block, bit for bit."""
+    placements, block = was
+    now = mt.device.to_host(x.to_local())
+    return x.placements == placements and now.shape == block.shape and (
+        now.tobytes() == block.tobytes())
+
+
 def sweep(mesh, fn, *arrays, partial_ops=("sum",), limit=LIMIT):
     """``fn`` on DTensors of sampled layout combinations versus ``fn`` on the numpy arrays.
 
     Inputs are made locally (mpi_helpers.dtensor_of), Partial inputs as random terms that
-    differ on every rank, so a wrong Partial rule shows.  Returns the failing layouts (same
-    list on every rank).
+    differ on every rank, so a wrong Partial rule shows.  Every operand must come out of
+    ``fn`` as it went in (placements and block: DTensor's and JAX's contract, reading
+    never changes a layout).  Returns the failing layouts (same list on every rank).
     """
     expected = fn(*arrays)
     expected = tuple(expected) if isinstance(expected, (tuple, list)) else (expected,)
@@ -44,7 +53,10 @@ def sweep(mesh, fn, *arrays, partial_ops=("sum",), limit=LIMIT):
     failures = []
     for combo in thin(sample(combos, limit), mesh):
         inputs = [dtensor_of(a, mesh, p, seed=k) for k, (a, p) in enumerate(zip(arrays, combo))]
+        before = [(x.placements, mt.device.to_host(x.to_local()).copy()) for x in inputs]
         out = fn(*inputs)
+        if not all(_unchanged(x, was) for x, was in zip(inputs, before)):
+            failures.append((combo, "an operand changed"))
         outs = tuple(out) if isinstance(out, (tuple, list)) else (out,)
         for got, want in zip(outs, expected):
             if not isinstance(got, mt.DTensor) or not _block_fits(got, mesh):

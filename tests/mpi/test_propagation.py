@@ -92,7 +92,8 @@ def test_partial_terms_are_reduced_once_for_every_later_use():
     """A layer norm of partial terms (a row-parallel product's output): one all-reduce, as
     Megatron places it.  The centred value is reduced where the square needs it whole (the
     square's two uses of it move once), and every later read finds it reduced; a nonlinear
-    op never leaves a new split behind (an all-reduce, not a reduce-scatter)."""
+    op never leaves a new split behind (an all-reduce, not a reduce-scatter).  Reading xc
+    reduced never changes xc itself."""
     mesh = _mlp_mesh()
     h, b = random_array((8, 32), seed=8), random_array((32, 16), seed=9)
     H = mt.distribute_tensor(h, mesh, [S0, S1])
@@ -104,7 +105,9 @@ def test_partial_terms_are_reduced_once_for_every_later_use():
     tp = mesh.shape[1] > 1
     assert [(r.collective, r.mesh_dim) for r in comm.log] == [("all_reduce", 1)] * tp
     if tp:   # on a size-1 mesh dim every label is free and the partial one stays
-        assert out.placements == xc.placements == (S0, R)
+        assert out.placements == (S0, R)
+        # xc keeps the layout it was made with; its reduced form lives behind it
+        assert xc.placements == (S0, Partial()) and xc.reduced_form().placements == (S0, R)
     yn = h @ b - (h @ b).mean(axis=-1, keepdims=True)
     assert np.allclose(host(out), yn / np.sqrt((yn * yn).mean(-1, keepdims=True) + 1e-5))
     # an in-place op's target keeps its layout: the reduced block is not kept there
