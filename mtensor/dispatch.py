@@ -67,7 +67,7 @@ def decision_for(name: str, operands, params=(), into=None) -> "Decision":
     """The cached decision for a call, deciding it on the first call of its signature.
     ``into``: placements the output must have (an ``out=`` or in-place target); then None
     when no strategy produces them."""
-    if modes.active.autoshard is not None:   # a plan's strategy for this op: not cached
+    if modes.active.autoshard is not None and not _local(operands):   # a plan's: not cached
         decision = _decide(name, operands, params, into)
         if decision is not None and decision.check and not _values_fit(name, operands,
                                                                        decision):
@@ -92,6 +92,12 @@ def decision_for(name: str, operands, params=(), into=None) -> "Decision":
         if decision is None:
             decision = _decisions[key] = _decide(name, operands, params, into, unsafe=True)
     return decision
+
+
+def _local(operands) -> bool:
+    """Whether the op runs on a rank's one-rank mesh (inside ``local_map``: opaque to
+    ``auto_shard``, which plans the global mesh only)."""
+    return any(type(o) is DTensor and o.device_mesh.is_local for o in operands)
 
 
 def _aliases(operands) -> tuple:
@@ -167,7 +173,7 @@ def run_decision(name: str, operands, params, decision, keep=None, seen=None):
         used = _as_used(seen, decision, blocks)
         if modes.active.tape is not None:
             modes.active.tape.push(name, operands, params, out, used)
-        if modes.active.autoshard is not None:
+        if modes.active.autoshard is not None and not decision.mesh.is_local:
             modes.active.autoshard.ran(name, operands, params, out, used=used)
     return out
 
@@ -192,7 +198,7 @@ def dispatch_into(name: str, operands, params, target) -> bool:
     else:
         modes.active.tracer.call(name, decision.into, blocks, 0, "effect",
                                  _strategy(decision, operands))
-    if modes.active.autoshard is not None:
+    if modes.active.autoshard is not None and not decision.mesh.is_local:
         modes.active.autoshard.ran(name, operands, params, None, target=target)
     return True
 
@@ -325,7 +331,7 @@ def _decide(name: str, operands, params, into=None, unsafe=False) -> Decision:
     strategy = rule(call)
     model = mesh.cost_model()
     chosen = None
-    if modes.active.autoshard is not None:
+    if modes.active.autoshard is not None and not mesh.is_local:
         chosen = modes.active.autoshard.strategy(call, strategy.choices, into)
     if chosen is None:
         chosen = choose(call, strategy.choices, model, into)

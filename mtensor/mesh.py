@@ -92,6 +92,7 @@ class DeviceMesh:
                      self.backends, tuple(id(c) for c in self._communicators))
         self._hash = hash(self._key)
         self._submeshes = {}
+        self.is_local = False   # the one-rank mesh of local_map's blocks (local_mesh)
 
     def cost_model(self):
         """The cost model plans on this mesh use: the current one with this mesh's links
@@ -286,6 +287,7 @@ def local_mesh(device_type: str) -> DeviceMesh:
             cart, (1,), None, device_type, (group,), (0,),
             ((name, _comm.backend(name)(group)),), (name, _comm.backend(name)(cart)),
             (MPI.Get_processor_name(),))
+        mesh.is_local = True
     return mesh
 
 

@@ -13,7 +13,7 @@ import zlib
 
 import numpy as np
 
-from .. import device
+from .. import device, modes
 from ..comm import guard
 from ..dtensor import DTensor, _own_block
 from ..placement import Replicate
@@ -33,7 +33,10 @@ def _to_local_vjp(j, g, out, operands, params):
 def _from_local_vjp(j, g, out, operands, params):
     """The global cotangent laid out as the grad placements, then this rank's block."""
     term = operands[0]
-    block = g._redistribute(params[0])._local
+    laid = g._redistribute(params[0])
+    if modes.active.autoshard is not None:
+        modes.active.autoshard.pinned(g, laid)
+    block = laid._local
     if block.shape != term.shape:
         raise ValueError(
             f"from_local: grad_placements {_fmt(params[0])} give this rank a gradient block "

@@ -80,6 +80,14 @@ def _is_placements(value) -> bool:
 
 
 def _laid_out(name, args, in_placements, redistribute: bool) -> tuple:
+    """The arguments laid out as ``in_placements`` asks.  While ``auto_shard`` records
+    (every argument a replicated copy) they are redistributed, so the plan sees each as
+    pinned to its declared layout: ``fn`` is an opaque node of the graph."""
+    if modes.active.autoshard is not None:
+        if in_placements is None:
+            raise ValueError(f"local_map({name}): under auto_shard, pass in_placements (the "
+                             f"layout fn's blocks need is part of the plan)")
+        redistribute = True
     if in_placements is None:
         return args
     if len(in_placements) != len(args):

@@ -165,3 +165,22 @@ def test_custom_vjp_replaces_the_gradient_and_runs_bwd_once(mesh):
     assert_all_ranks(np.isclose(float(value), (3 * w * w).sum()), "value")
     assert_all_ranks(np.allclose(host(grad), want) and len(calls) == 1, f"grad, {calls}")
     assert_all_ranks(np.allclose(host(clip_grad(W, {"s": 2.0})), 2 * w), "outside a gradient")
+
+
+@pytest.mark.mpi
+def test_local_map_is_an_opaque_node_of_an_auto_shard_plan(mesh):
+    """auto_shard plans around the kernel (its inputs pinned to the declared layouts, its
+    output a source of the declared layout): the plan's step gives numpy's loss and
+    gradient, and the kernel's own ops never reach the plan."""
+    x, w = random_array((7, 5), seed=8), random_array((5, 4), seed=9) * 0.3
+    onehot = np.eye(4)[np.arange(7) % 4]
+    batch = [Shard(0)] + [Replicate()] * (mesh.ndim - 1)
+    xent = mt.local_map(_xent_blocks, out_placements=batch, in_placements=(batch, batch))
+    grads = mt.value_and_grad(lambda W, X, Y: xent(X @ W, Y).mean())
+    X, Y = mt.distribute_tensor(x, mesh, batch), mt.distribute_tensor(onehot, mesh, batch)
+    W = mt.distribute_tensor(w, mesh, [Replicate()] * mesh.ndim)
+    plan = mt.auto_shard(grads, W, X, Y, mesh=mesh, fixed={"X": batch, "Y": batch})
+    value, grad = plan.compile()(plan.distribute(W), X, Y)
+    fd = _fd(lambda v: _numpy_loss(v, x, onehot), w)
+    assert_all_ranks(np.isclose(float(value), _numpy_loss(w, x, onehot)), "planned loss")
+    assert_all_ranks(np.allclose(host(grad), fd, atol=1e-7), "planned gradient")
