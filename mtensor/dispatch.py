@@ -143,8 +143,11 @@ def dispatch(name: str, operands, params=(), cache: bool = True, keep=None):
 def read_forms(operands, keep=None) -> tuple:
     """The operands as ops read them (``DTensor.reduced_form``): a tensor of partial terms
     that an earlier op reduced is read reduced; ``keep`` (a write's target) as it is."""
-    return tuple(o.reduced_form() if type(o) is DTensor and o._reduced is not None
-                 and o is not keep else o for o in operands)
+    for o in operands:
+        if type(o) is DTensor and o._reduced is not None and o is not keep:
+            return tuple(x.reduced_form() if type(x) is DTensor and x is not keep else x
+                         for x in operands)
+    return operands
 
 
 def run_decision(name: str, operands, params, decision, keep=None, seen=None):
