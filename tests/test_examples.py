@@ -202,3 +202,15 @@ def test_propagator_x_only_runs_the_plan_it_prices():
                            timeout=120)
     assert result.returncode == 0, result.stdout
     assert "run: all_reduce (mesh dim 0), 6,144 B per rank" in result.stdout, result.stdout
+
+
+@pytest.mark.parametrize("n", [1, 3])
+def test_local_map_kernel_example_trains_like_numpy(n):
+    """examples/local_map_kernel.py: a numpy kernel on the blocks inside a training step,
+    eager and compiled, numpy's losses; at 3 ranks (203 rows: uneven) two all-reduces per
+    step, the loss's and the weight gradient's."""
+    for extra in ([], ["--compile"]):
+        result = run_under_mpi(n, ["examples/local_map_kernel.py", "--steps", "5", *extra],
+                               timeout=120)
+        assert result.returncode == 0 and "matches numpy: True" in result.stdout, result.stdout
+        assert f"collectives per step: {2 if n > 1 else 0} " in result.stdout, result.stdout
