@@ -214,3 +214,10 @@ def test_local_map_kernel_example_trains_like_numpy(n):
                                timeout=120)
         assert result.returncode == 0 and "matches numpy: True" in result.stdout, result.stdout
         assert f"collectives per step: {2 if n > 1 else 0} " in result.stdout, result.stdout
+
+
+def test_local_map_benchmark_runs():
+    """benchmarks/local_map.py checks every step against the hand-written one first."""
+    result = run_under_mpi(2, ["benchmarks/local_map.py", "--batch", "64", "--d", "8",
+                               "--classes", "4", "--reps", "2"], timeout=120)
+    assert result.returncode == 0 and "| mt.local_map, compiled |" in result.stdout, result.stdout
