@@ -59,7 +59,6 @@ class Tape:
         self.entries.append(Entry(name, operands, operands if values is None
                                   else tuple(values), params, outputs, modes.active.region))
 
-
     def local_of(self, x, grad_placements):
         """``x.to_local()`` of a followed ``x``: its block as a DTensor of the rank's
         one-rank mesh, followed too; its cotangent comes back laid out as
