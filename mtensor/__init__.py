@@ -36,6 +36,7 @@ from .numpy_shapes import (
     transpose,
 )
 from .placement import Partial, Replicate, Shard
+from .spec import DTensorSpec  # an abstract leaf for mt.load(path, like=...)
 from .redistribute.calibrate import calibrate
 from .redistribute.cost import CostModel, get_cost_model, set_cost_model
 from .trace_compile.compile import compile, explain

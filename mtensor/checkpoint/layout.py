@@ -5,6 +5,7 @@ talking to each other, and what the unit tests check without mpiexec.
 """
 from __future__ import annotations
 
+import itertools
 import math
 import re
 from typing import Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
@@ -15,8 +16,9 @@ import optree
 from ..placement import Shard, local_bounds, mesh_coords, reduced
 from ..pytree import NAMESPACE
 
-FORMAT = 1                    # bump when the layout on disk changes incompatibly
-MARKER = "COMMITTED"          # written last, by rank 0: a directory without it is refused
+FORMAT = 2                    # 2: Python numbers as 0-d arrays, per-chunk digests in MARKER
+MARKER = "COMMITTED"          # written last, by rank 0: a directory without it is refused;
+                              # its JSON records every chunk the save wrote (load checks them)
 MAX_CHUNK_BYTES = 16 << 20    # why: zarr reads whole chunks; smaller chunks cut the read
                               # amplification of loading into another layout
 
@@ -47,6 +49,11 @@ def leaf_name(path: Sequence) -> str:
 def path_text(path: Sequence) -> str:
     """A path as users write it, for error messages: ``['opt'][0]``."""
     return "".join(f"[{k!r}]" for k in path) or "<root>"
+
+
+def stored_path_text(entry: dict) -> str:
+    """``path_text`` of a manifest entry (its path is stored as the keys' reprs)."""
+    return "".join(f"[{k}]" for k in entry["path"]) or "<root>"
 
 
 def unique_names(paths: Iterable[Sequence]) -> List[str]:
@@ -101,6 +108,18 @@ def chunk_shape(shape, itemsize: int, points, max_bytes: int = MAX_CHUNK_BYTES) 
     return tuple(chunks)
 
 
+def chunk_indices(region, chunks) -> List[Tuple[int, ...]]:
+    """The grid indices of the chunks that a region (a tuple of slices) overlaps."""
+    return list(itertools.product(*(range(s.start // c, -(-s.stop // c))
+                                    for s, c in zip(region, chunks))))
+
+
+def chunk_key(index) -> str:
+    """A chunk's key in zarr v3's default encoding, relative to its array: ``c/1/0``
+    (``c`` for a 0-d array); also its file's path below the array's directory."""
+    return "/".join(["c", *map(str, index)])
+
+
 def writes_block(placements, coord) -> bool:
     """Whether the rank at ``coord`` writes its block: a block replicated over mesh dims (R,
     or Partial once reduced) is written once, by the rank at coordinate 0 of those dims."""
@@ -114,6 +133,23 @@ def placement_strings(placements) -> List[str]:
 # ---- scalars and structure ----------------------------------------------------------------
 
 SCALAR_TYPES = (bool, int, float, str, type(None))
+_INT64 = range(-2 ** 63, 2 ** 63)
+
+
+def number_dtype(value) -> Optional[str]:
+    """The dtype of the 0-d array that stores a Python number (bool, int in int64's range,
+    float), so a plain zarr reader sees a number; None for the scalars kept in the manifest
+    (str, None, larger ints)."""
+    if isinstance(value, bool):
+        return "|b1"
+    if isinstance(value, int):
+        return "<i8" if value in _INT64 else None
+    return "<f8" if isinstance(value, float) else None
+
+
+def from_number(block, kind: str):
+    """The Python number a 0-d array stored (``kind``: the manifest's "bool"/"int"/"float")."""
+    return {"bool": bool, "int": int, "float": float}[kind](block[()])
 
 
 def encode_scalar(value) -> dict:

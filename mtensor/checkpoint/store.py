@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import ctypes
 import errno
-import itertools
 import json
 import os
 import secrets
@@ -16,7 +15,7 @@ import shutil
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from .layout import MARKER, to_delete
+from .layout import FORMAT, MARKER, chunk_indices, chunk_key, to_delete
 
 MANIFEST = "mtensor_checkpoint"     # the root group's attribute that lists every leaf
 
@@ -66,16 +65,30 @@ def open_group(path: str, mode: str = "r"):
 
 def write_region(group, name: str, region, block) -> None:
     """Write one rank's block.  The region is whole chunks (``layout.chunk_shape``), so no
-    other rank touches these chunk files (even where zarr rewrites an edge chunk)."""
-    group[name][region] = block
+    other rank touches these chunk files (even where zarr rewrites an edge chunk).  Every
+    chunk is written, the ones equal to the fill value too: each chunk file then exists, so
+    a missing one is always a lost one (``integrity``)."""
+    group[name].with_config({"write_empty_chunks": True})[region] = block
 
 
 def chunk_files(root: str, name: str, region, chunks):
-    """The chunk files a region covers (default chunk key encoding ``c/i/j``); zarr skips
-    chunks that are all fill value, so some may not exist."""
-    ranges = [range(s.start // c, -(-s.stop // c)) for s, c in zip(region, chunks)]
-    for index in itertools.product(*ranges):
-        yield os.path.join(root, name, "c", *map(str, index))
+    """``(key, file)`` of each chunk a region covers (zarr v3's default key encoding)."""
+    for index in chunk_indices(region, chunks):
+        key = chunk_key(index)
+        yield key, os.path.join(root, name, *key.split("/"))
+
+
+def chunk_digest(file: str):
+    """The CRC32C that zarr's ``Crc32cCodec`` appended to a chunk file (its last 4 bytes, as
+    hex), or None if the file does not exist: a digest of the chunk without reading it."""
+    try:
+        fd = os.open(file, os.O_RDONLY)
+    except FileNotFoundError:
+        return None
+    try:
+        return os.pread(fd, 4, max(os.fstat(fd).st_size - 4, 0)).hex()
+    finally:
+        os.close(fd)
 
 
 def _fsync_one(p: str) -> None:
@@ -145,8 +158,9 @@ def publish(tmp: str, path: str) -> str:
     return old
 
 
-def commit(tmp: str, path: str, keep, durable: bool) -> None:
-    """Rank 0, after every rank's data is written: mark ``tmp`` complete, publish it as
+def commit(tmp: str, path: str, keep, durable: bool, chunks: dict) -> None:
+    """Rank 0, after every rank's data is written: mark ``tmp`` complete (the marker records
+    ``chunks``, every leaf's chunk digests: what this save wrote), publish it as
     ``path``, then delete the previous one, leftovers of interrupted saves of ``path``
     (``path.tmp-*``, ``path.old-*``) and, with ``keep``, old numbered siblings.
 
@@ -156,7 +170,7 @@ def commit(tmp: str, path: str, keep, durable: bool) -> None:
     if durable:                        # every rank's files are written: flush the tree
         fsync(metadata_files(tmp))
     with open(os.path.join(tmp, MARKER), "w") as f:
-        json.dump({"time": time.time()}, f)
+        json.dump({"time": time.time(), "format": FORMAT, "chunks": chunks}, f)
         if durable:
             f.flush()
             os.fsync(f.fileno())
@@ -179,8 +193,9 @@ def commit(tmp: str, path: str, keep, durable: bool) -> None:
 
 
 def open_checkpoint(path: str):
-    """``(group, manifest)`` of a committed checkpoint, or an error that says what is wrong
-    with ``path`` (missing, not committed, not a checkpoint)."""
+    """``(group, manifest, chunks)`` of a committed checkpoint (``chunks``: the digests of
+    every chunk the save wrote; None for a checkpoint of format 1, which has none), or an
+    error that says what is wrong with ``path`` (missing, not committed, not a checkpoint)."""
     if not os.path.exists(path):
         parent, base = os.path.split(path)
         try:
@@ -197,9 +212,15 @@ def open_checkpoint(path: str):
     if not os.path.isfile(os.path.join(path, MARKER)):
         raise RuntimeError(f"{path} is not a committed checkpoint (no {MARKER} marker): a save "
                            f"that was interrupted or is still running; load the previous one")
+    try:
+        with open(os.path.join(path, MARKER)) as f:
+            marker = json.load(f)
+    except ValueError as e:
+        raise RuntimeError(f"{path}: the {MARKER} marker is not readable JSON ({e}): the "
+                           f"checkpoint is damaged; load another one") from None
     group = open_group(path)
     manifest = group.attrs.get(MANIFEST)
     if manifest is None:
         raise RuntimeError(f"{path} is a zarr group but not an mtensor checkpoint "
                            f"(no {MANIFEST!r} attribute)")
-    return group, manifest
+    return group, manifest, marker.get("chunks")
