@@ -14,7 +14,7 @@ import numpy as np
 import optree
 
 from ..dtensor import DTensor
-from ..placement import Placement, local_slices, reduced
+from ..placement import Partial, Replicate, Shard, local_slices, reduced
 from ..pytree import NAMESPACE, flatten
 from ..spec import DTensorSpec, check_placements
 from . import integrity, layout, store
@@ -160,7 +160,7 @@ def _plan_mesh(path, mesh, placements):
 
 def _is_placements(x) -> bool:
     return isinstance(x, (list, tuple)) and len(x) > 0 and all(
-        isinstance(p, Placement) for p in x)
+        isinstance(p, (Shard, Replicate, Partial)) for p in x)
 
 
 def _placements_by_name(manifest, placements) -> dict:

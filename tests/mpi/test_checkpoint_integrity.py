@@ -41,7 +41,7 @@ def state(mesh, seed):
     dim, a numpy table and a Python number: each leaf's chunk files come from other ranks."""
     w, b, e, table = fulls(seed)
     rest = [R] * (mesh.ndim - 1)
-    both = [Shard(0), Shard(1)] if mesh.ndim == 2 else [Shard(1)]
+    both = [Shard(0), Shard(1)] + rest[1:] if mesh.ndim > 1 else [Shard(1)]
     return {"params": [mt.distribute_tensor(w, mesh, [Shard(0)] + rest),
                        mt.distribute_tensor(b, mesh, [R] * mesh.ndim),
                        mt.distribute_tensor(e, mesh, both)],
