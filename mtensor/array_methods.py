@@ -20,8 +20,10 @@ import numpy as np
 from . import numpy_api as api
 from . import numpy_shapes as shapes
 from . import inplace, modes, writes
-from .dispatch import dispatch
+from .dispatch import decision_for, dispatch, run_decision
 from .dtensor import asnumpy
+from .ops.index_plan import is_scalar_key
+from .placement import reduced
 
 _BINARY = {
     "add": "add", "sub": "subtract", "mul": "multiply", "truediv": "divide",
@@ -69,12 +71,25 @@ def _shape_args(args):
 
 # --- reading values: collectives, the same Python value on every rank --------------------
 
+def _getitem(self, key):
+    """``x[key]``; any basic key but one integer per dim (``x[..., 2]`` too) gives a view.
+    One integer per dim is numpy's scalar read: a 0-d copy, its partial terms reduced (one
+    all-reduce of one element), so no later write to ``x`` or to it reaches the other and
+    every later op sees the exact value."""
+    if not is_scalar_key(key, self.ndim):
+        return shapes.getitem(self, key)
+    entries, _ = writes.entries_for(key, self.shape, "getitem")
+    picked = (dispatch("getitem", (self,), (entries,)),)
+    return run_decision("copy", picked, (), decision_for("copy", picked, (),
+                                                          reduced(picked[0].placements)))
+
+
 def item(self, *args):
     """numpy's ``item``: one element (of a size-1 DTensor, at a flat index, or at one index
     per dim) as a Python scalar on every rank.  A collective: only that element travels."""
     modes.refuse_while_tracing("DTensor.item() (or int, float, bool, operator.index)")
     key = _element(self, args[0] if len(args) == 1 and isinstance(args[0], tuple) else args)
-    value = shapes.getitem(self, key) if key else self
+    value = _getitem(self, key) if key else self
     return value.full_tensor().item()
 
 
@@ -136,7 +151,8 @@ class FlatIter:
         return self.base.size
 
     def __getitem__(self, key):
-        return api.copy(shapes.getitem(shapes.ravel(self.base), key))
+        flat = shapes.ravel(self.base)
+        return _getitem(flat, key) if is_scalar_key(key, 1) else api.copy(flat[key])
 
     def __setitem__(self, key, value):
         np.put(self.base, _flat_positions(key, self.base.size), value)
@@ -240,7 +256,7 @@ METHODS = {
     "__getattr__": _missing,
     "__matmul__": lambda self, other: api.matmul(self, other),
     "__rmatmul__": lambda self, other: api.matmul(other, self),
-    "__getitem__": shapes.getitem,
+    "__getitem__": _getitem,
     "__setitem__": writes.setitem,
     "__imatmul__": inplace.inplace_matmul,
     "__len__": lambda self: self.shape[0] if self.shape else _unsized(),

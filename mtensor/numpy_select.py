@@ -4,8 +4,9 @@
 
 * ``take`` and ``take_along_axis`` are sharding rules (:mod:`ops.indexing`): dims the index
   leaves alone keep their split, split indices split the result (no gather of the index), a
-  split picked axis is gathered or left as zero-filled ``P(sum)`` terms, as the cost model
-  picks.  Indices may be numpy arrays (constants: sliced, never sent) or DTensors.
+  split picked axis is gathered or left as ``P(sum)`` terms filled with the sum's identity
+  (``-0.0`` for floats, so values come back bit for bit), as the cost model picks.
+  Indices may be numpy arrays (constants: sliced, never sent) or DTensors.
 * ``extract`` (and ``compress`` of a whole array) is :mod:`numpy_nonzero`'s compaction: the
   picked values end in balanced ``Shard(0)`` blocks without gathering the mask or the array.
 * ``compress`` along an axis, ``insert`` and ``delete`` let numpy work out the index array

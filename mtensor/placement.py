@@ -34,10 +34,11 @@ class ReduceOp:
     mpi: str            # the MPI op of the reduction (a name: planning loads no MPI)
 
     def identity(self, dtype) -> object:
-        """The element that leaves a reduction unchanged, for ``dtype``."""
+        """The element that leaves a reduction unchanged, for ``dtype``: for a float sum
+        ``-0.0`` (``-0.0 + x`` is ``x`` bit for bit, ``x = -0.0`` too; ``+0.0`` is not)."""
         dtype = np.dtype(dtype)
         if self.name in ("sum", "avg"):
-            return dtype.type(0)
+            return -dtype.type(0) if dtype.kind in "fc" else dtype.type(0)
         if dtype.kind == "b":
             return self.name == "min"
         if dtype.kind in ("i", "u"):

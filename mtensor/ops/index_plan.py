@@ -99,6 +99,13 @@ def normalize_index(key, shape, op: str = "getitem") -> tuple:
     return tuple(out)
 
 
+def is_scalar_key(key, ndim: int) -> bool:
+    """Whether ``x[key]`` is numpy's scalar read: one integer per dim and nothing else (no
+    ``...``, None, slice or array), which numpy answers with a copy, never a view."""
+    key = key if isinstance(key, tuple) else (key,)
+    return len(key) == ndim and all(_is_int(k) for k in key)
+
+
 def is_advanced(entries) -> bool:
     return any(e[0] == "a" for e in entries)
 

@@ -4,9 +4,11 @@ than a param, so a split index splits the result without being gathered.
 
 A dim taken whole keeps its split.  A dim that is sliced or indexed is either gathered first
 (Replicate) or, for numeric dtypes, left split: each rank writes the part of the result that
-falls in its block into zeros, which makes ``P(sum)`` terms.  The cost model picks between
-them (gathering the input versus reducing the result), and the result then goes wherever
-the next op needs it: a later redistribution rebalances it into the array_split layout.
+falls in its block into the sum's identity (``-0.0`` for floats: a read comes back bit for
+bit, signed zeros, infinities and NaN included), which makes ``P(sum)`` terms.  The cost
+model picks between them (gathering the input versus reducing the result), and the result
+then goes wherever the next op needs it: a later redistribution rebalances it into the
+array_split layout.
 """
 from __future__ import annotations
 
@@ -37,7 +39,7 @@ def getitem_rule(call: OpCall) -> Strategy:
     def kernel_for(in_layouts, out_layout, mesh):
         bounds = local_bounds(operand.shape, mesh.shape, in_layouts[0], mesh.coordinate)
         if all(bounds[p] == (0, operand.shape[p]) for p in picked):
-            plain = plain_key(key)
+            plain = plain_key(key) + (Ellipsis,)   # an array, a 0-d view for ints alone
             return lambda a: a[plain]
         mine = local_bounds(region, mesh.shape, out_layout, mesh.coordinate)
         return _fill_kernel(block_plan(key, operand.shape, bounds), mine)
@@ -45,16 +47,22 @@ def getitem_rule(call: OpCall) -> Strategy:
     return Strategy(region, choices, kernel_for=kernel_for)
 
 
+def _no_terms(like, shape):
+    """Terms of ``shape`` that add nothing to a sum: its identity, ``-0.0`` for floats and
+    complex (``+0.0`` would turn a picked ``-0.0`` into ``+0.0``), 0 for integers."""
+    return np.full_like(like, REDUCE_OPS["sum"].identity(like.dtype), shape=shape)
+
+
 def _fill_kernel(plan, out_bounds):
-    """This rank's terms: the part of ``x[key]`` inside its block, zeros elsewhere."""
+    """This rank's terms: the part of ``x[key]`` inside its block, no terms elsewhere."""
     shape = tuple(hi - lo for lo, hi in out_bounds)
     if plan is None:
-        return lambda a: np.zeros(shape, a.dtype, like=a)
+        return lambda a: _no_terms(a, shape)
     src, region_key = plan
     dst = region_index(region_key, [lo for lo, _ in out_bounds])
 
     def fill(a):
-        out = np.zeros(shape, a.dtype, like=a)
+        out = _no_terms(a, shape)
         out[dst] = a[src]
         return out
     return fill
@@ -101,16 +109,16 @@ def _along(i, n: int, mode: str):
 
 def _fill_picks(pick, lo: int, hi: int, at: int, empty_shape):
     """This rank's terms of a pick along a split axis: ``pick(block, positions)`` where an
-    index falls in the block's ``[lo, hi)``, zeros elsewhere (``i``'s dims sit at ``at`` in
+    index falls in the block's ``[lo, hi)``, no terms elsewhere (``i``'s dims sit at ``at`` in
     the result; ``empty_shape(block, i)``: the result's shape when the block is empty)."""
     def fill(blk, i):
         if hi == lo:
-            return np.zeros(empty_shape(blk, i), blk.dtype, like=blk)
+            return _no_terms(blk, empty_shape(blk, i))
         inside = (i >= lo) & (i < hi)
         got = pick(blk, np.where(inside, i - lo, 0))
         inside = inside.reshape((1,) * at + inside.shape
                                 + (1,) * (got.ndim - at - inside.ndim))
-        return np.where(inside, got, got.dtype.type(0))
+        return np.where(inside, got, REDUCE_OPS["sum"].identity(got.dtype))
     return fill
 
 
@@ -118,7 +126,7 @@ def _index_choices(data: Operand, picked: int, whole, by_index) -> list:
     """Choices of an op that picks along ``picked`` of ``data`` with an index operand:
     ``whole`` maps each other data dim to (the index's placement when the data is split
     there, the output dim), ``by_index`` each index dim the data does not span to its output
-    dim.  A split picked axis is gathered or left as zero-filled ``P(sum)`` terms (numeric
+    dim.  A split picked axis is gathered or left as identity-filled ``P(sum)`` terms (numeric
     dtypes); picking commutes with every reduction of terms."""
     choices = [replicated(2)]
     choices += [Choice((Shard(d), idx), Shard(out)) for d, (idx, out) in whole.items()]
