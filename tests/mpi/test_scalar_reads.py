@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import mtensor as mt
-from mpi_helpers import assert_all_ranks, host, layouts
+from mpi_helpers import assert_all_ranks, host, layouts, thin
 
 SHAPES = [(7,), (5, 3), (3, 2, 5)]
 SPECIAL = np.array([-0.0, 0.0, -np.inf, np.inf, np.nan, 1.5, -2.0])
@@ -154,10 +154,13 @@ def test_special_values_come_back_bit_for_bit(mesh, dtype):
         full = _specials(shape, shift, dtype)
         with np.errstate(invalid="ignore"):
             negated = -full
-        for placements in layouts(mesh.ndim, len(shape)):
+        # integer reads: each value at each position for float64 up to 2-D, else a third
+        # of the positions per shift (the slices read every position)
+        step = 1 if len(shape) < 3 and dtype == np.float64 else 3
+        for placements in thin(layouts(mesh.ndim, len(shape)), mesh):
             where = (shape, shift, placements)
             x = mt.distribute_tensor(full, mesh, placements)
-            for pos, key in _keys(shape)[shift % 2::2]:
+            for pos, key in _keys(shape)[shift % step::step]:
                 read = x[key]
                 if not _same_bits(_value(read), full[pos]):
                     bad.append((where, key, _value(read), full[pos]))
