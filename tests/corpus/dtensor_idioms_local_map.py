@@ -190,7 +190,7 @@ def local_map_default_grad_placements(mesh, X, W):
                                     in_placements=(row_wise, replicate), device_mesh=mesh)
     X_dt = mt.distribute_tensor(X, mesh, row_wise)
     W_dt = mt.distribute_tensor(W, mesh, replicate)
-    value, (gx, gw) = mt.value_and_grad(
+    _, (gx, gw) = mt.value_and_grad(
         lambda X_dt, W_dt: (local_mm_forward(X_dt, W_dt) ** 2).sum(), argnums=(0, 1))(X_dt, W_dt)
     return local_mm_forward(X_dt, W_dt).full_tensor(), gx.full_tensor(), gw.full_tensor()
 
