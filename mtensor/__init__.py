@@ -1,5 +1,5 @@
 """mtensor: eager distributed tensors over MPI, in the spirit of PyTorch's DTensor."""
-from . import checkpoint, optim, random
+from . import checkpoint, optim, random, testing
 from .autodiff import vjps as _vjps  # noqa: F401  (registers the gradient rules)
 from .autodiff.api import grad, stop_gradient, value_and_grad
 from .autodiff.custom_vjp import custom_vjp
@@ -35,6 +35,7 @@ from .numpy_shapes import (
     broadcast_to, concatenate, expand_dims, moveaxis, ravel, reshape, squeeze, stack, swapaxes,
     transpose,
 )
+from .ops.user_rules import register_sharding
 from .placement import Partial, Replicate, Shard
 from .spec import DTensorSpec  # an abstract leaf for mt.load(path, like=...)
 from .redistribute.calibrate import calibrate
@@ -46,7 +47,7 @@ __all__ = [
     "arange", "auto_shard", "argmax", "argmin", "astype", "broadcast_to", "calibrate", "clip", "compile", "concatenate", "copy", "dot",
     "asnumpy", "einsum", "empty", "empty_like", "expand_dims", "explain", "full", "full_like", "distribute_tensor", "get_cost_model", "grad",
     "init_device_mesh", "load", "matmul", "optim", "max", "mean", "min", "moveaxis", "ones", "ones_like", "prod",
-    "random", "ravel", "reshape", "save", "set_abort_on_error", "set_checks", "set_cost_model", "set_timeout", "shard_hint", "squeeze", "stack", "std", "stop_gradient", "sum", "swapaxes", "tensordot",
+    "random", "ravel", "register_sharding", "reshape", "save", "set_abort_on_error", "set_checks", "set_cost_model", "set_timeout", "shard_hint", "squeeze", "stack", "std", "stop_gradient", "sum", "swapaxes", "tensordot",
     "transpose", "value_and_grad", "var", "visualize_sharding", "where", "zeros", "zeros_like",
 ]
 from .version import __version__

@@ -24,6 +24,7 @@ from .dispatch import decision_for, dispatch, run_decision
 from .dtensor import asnumpy
 from .ops.index_plan import is_scalar_key
 from .placement import reduced
+from .ops import user_rules
 
 _BINARY = {
     "add": "add", "sub": "subtract", "mul": "multiply", "truediv": "divide",
@@ -52,6 +53,9 @@ def _unary(op):
 
 
 def _array_function(self, func, types, args, kwargs):
+    route = user_rules.ROUTES.get(func)   # an op taught by mt.register_sharding
+    if route is not None:
+        return dispatch(*route.split(args, kwargs))   # name, operands, params, cache
     handler = api.HANDLED.get(func)
     if handler is None:
         raise TypeError(f"{func.__module__}.{func.__name__}: mtensor has no sharding rule for "
@@ -61,6 +65,9 @@ def _array_function(self, func, types, args, kwargs):
 
 
 def _array_ufunc(self, ufunc, method, *inputs, **kwargs):
+    route = user_rules.ROUTES.get(ufunc) if method == "__call__" else None
+    if route is not None:
+        return dispatch(*route.split(inputs, kwargs))   # name, operands, params, cache
     return api.apply_ufunc(ufunc, method, inputs, kwargs)
 
 

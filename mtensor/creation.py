@@ -16,9 +16,9 @@ from .spec import DTensorSpec, check_target_placements
 
 
 def layout(op: str, shape, mesh, placements: Optional[Sequence] = None, dtype=None):
-    """The spec of a new tensor (Replicate on every mesh dim by default)."""
-    if mesh is None:
-        raise TypeError(f"{op}: pass mesh= (a DeviceMesh) to say where the tensor lives")
+    """The spec of a new tensor (Replicate on every mesh dim by default), on ``mesh`` or,
+    without one, the mesh of the enclosing ``with mesh:`` block."""
+    mesh = modes.default_mesh(op, mesh)
     shape = (int(shape),) if np.ndim(shape) == 0 else tuple(int(s) for s in shape)
     placements = (Replicate(),) * mesh.ndim if placements is None else placements
     placements = check_target_placements(op, placements, mesh, shape)
@@ -27,6 +27,7 @@ def layout(op: str, shape, mesh, placements: Optional[Sequence] = None, dtype=No
 
 def _filled(op, fill, shape, dtype, mesh, placements):
     spec = layout(op, shape, mesh, placements, dtype)
+    mesh = spec.mesh
     mine = local_shape(spec.shape, mesh.shape, spec.placements, mesh.coordinate)
     return DTensor(fill(mine, spec.dtype, array_module(mesh.device_type)), spec)
 
@@ -56,6 +57,7 @@ def arange(start, stop=None, step=1, dtype=None, *, mesh=None, placements=None) 
     dtype = np.result_type(start, stop, step) if dtype is None else np.dtype(dtype)
     n = max(0, math.ceil((stop - start) / step))
     spec = layout("arange", (n,), mesh, placements, dtype)
+    mesh = spec.mesh
     (lo, hi), = local_bounds(spec.shape, mesh.shape, spec.placements, mesh.coordinate)
     xp = array_module(mesh.device_type)
     return DTensor((start + step * xp.arange(lo, hi)).astype(dtype), spec)

@@ -21,7 +21,7 @@ import sys
 from typing import Optional, Sequence, Tuple, Union
 
 from . import comm as _comm
-from . import device, mesh_nodes, topology
+from . import device, mesh_nodes, modes, topology
 from .comm import abort, select
 from .redistribute.cost import for_links, get_cost_model
 
@@ -157,6 +157,15 @@ class DeviceMesh:
         if not -self.ndim <= mesh_dim < self.ndim:
             raise IndexError(f"DeviceMesh: mesh dim {mesh_dim} out of range for a {self.ndim}-D mesh")
         return mesh_dim % self.ndim
+
+    def __enter__(self) -> "DeviceMesh":
+        """``with mesh:`` makes this mesh the default of ``mt.zeros`` & co. and
+        ``distribute_tensor`` inside the block; nested blocks restore the outer mesh."""
+        modes.active.meshes.append(self)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        modes.active.meshes.pop()
 
     def __eq__(self, other) -> bool:
         return self is other or (isinstance(other, DeviceMesh) and self._key == other._key)

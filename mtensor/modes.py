@@ -6,7 +6,8 @@ memo of laid-out operands in ``active.reuse`` during the backward pass), ``mt.co
 tracer in ``active.tracer``, each ``CommDebugMode`` itself in ``active.counters``, and
 ``debug.region`` the name of the region running in ``active.region`` (and the gradient
 pass ``"backward"`` in ``active.phase`` while it runs), and ``mt.auto_shard`` its recorder
-or a plan's strategies in ``active.autoshard``.  So a low
+or a plan's strategies in ``active.autoshard``; ``with mesh:`` pushes the mesh on
+``active.meshes``, the default of the constructors (:func:`default_mesh`).  So a low
 layer imports this module only, never the layer above that fills it.  (The check mode and
 the timeout are the communication layer's own: ``comm.guard``.)
 """
@@ -14,7 +15,8 @@ from __future__ import annotations
 
 
 class Modes:
-    __slots__ = ("tape", "reuse", "tracer", "counters", "region", "phase", "autoshard")
+    __slots__ = ("tape", "reuse", "tracer", "counters", "region", "phase", "autoshard",
+                 "meshes")
 
     def __init__(self):
         self.tape = None       # the recording gradient tape: push(op, operands, ...)
@@ -26,9 +28,21 @@ class Modes:
         # mt.auto_shard: strategy(call, choices, into) -> a plan's choice or None;
         # ran(name, operands, params, out, target); like(grad, leaf); pinned(x, out)
         self.autoshard = None
+        self.meshes = []       # the DeviceMeshes of the enclosing `with mesh:` blocks, inner last
 
 
 active = Modes()
+
+
+def default_mesh(op: str, mesh=None):
+    """``mesh`` when given, else the mesh of the innermost ``with mesh:`` block (JAX's
+    habit); a TypeError naming ``op`` when there is neither."""
+    if mesh is not None:
+        return mesh
+    if active.meshes:
+        return active.meshes[-1]
+    raise TypeError(f"{op}: pass mesh= (a DeviceMesh) to say where the tensor lives, or call "
+                    f"it inside a `with mesh:` block")
 
 
 def is_tracked(value) -> bool:

@@ -49,7 +49,8 @@ def _global_index(spec):
 
 
 class Generator:
-    """Draws DTensors; ``shape``/``size`` is the global shape."""
+    """Draws DTensors; ``shape``/``size`` is the global shape, on ``mesh=`` or, without it,
+    the mesh of the enclosing ``with mesh:`` block."""
 
     def __init__(self, seed: int = 0):
         self._key = _mix(np.array([seed], np.uint64))[0]

@@ -6,8 +6,6 @@ reduced, Replicate: equal) into numpy's result.  Also: every choice a rule lists
 over random shapes / meshes / placements, classic strategy choices (Megatron, Partial
 algebra), and the rules' error messages.
 """
-from types import SimpleNamespace
-
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -15,17 +13,14 @@ from hypothesis import strategies as st
 
 from mtensor.ops import RULES, OpCall, Operand, choose
 from mtensor.ops.index_plan import normalize_index as normalize_key
-from mtensor.placement import Partial, Replicate, Shard, local_shape, local_slices, mesh_coords
+from mtensor.placement import Partial, Replicate, Shard
 from mtensor.redistribute.cost import CostModel
+from mtensor.testing.rules import assert_same, run_layouts
 
 R, S0, S1, S2, S3 = Replicate(), Shard(0), Shard(1), Shard(2), Shard(3)
 PS, PA, PM, PMIN = Partial("sum"), Partial("avg"), Partial("max"), Partial("min")
 MODEL = CostModel()
 REDUCTIONS = ("sum", "mean", "prod", "max", "min", "argmax", "argmin", "any", "all")
-COMBINE = {"sum": lambda s: np.add.reduce(s, axis=0, dtype=s.dtype),
-           "avg": lambda s: (np.add.reduce(s, axis=0) / len(s)).astype(s.dtype),
-           "max": lambda s: np.maximum.reduce(s, axis=0),
-           "min": lambda s: np.minimum.reduce(s, axis=0)}
 RNG = np.random.default_rng(0)
 
 
@@ -53,82 +48,6 @@ def reference(name, values, params):
     return getattr(np, name)(*values, **dict(params))  # ufuncs, where, clip, matmul, dot
 
 
-def groups(mesh_shape, layout):
-    """Mesh coordinates grouped by their coordinates on the non-Partial mesh dims."""
-    out = {}
-    for c in mesh_coords(mesh_shape):
-        key = tuple(x for x, p in zip(c, layout) if not isinstance(p, Partial))
-        out.setdefault(key, []).append(c)
-    return list(out.values())
-
-
-def partial_op(layout):
-    ops = {p.reduce_op for p in layout if isinstance(p, Partial)}
-    assert len(ops) <= 1, f"mixed Partial ops {layout} are not simulated"
-    return ops.pop() if ops else None
-
-
-def blocks_of(value, layout, mesh_shape, rng):
-    """Each coordinate's block of ``value`` in ``layout``.  On Partial mesh dims the other ranks
-    hold random terms and the group's first rank makes up the difference; ranks that differ
-    only on Replicate mesh dims hold the same terms."""
-    full = np.asarray(value)
-    blocks = {c: full[local_slices(full.shape, mesh_shape, layout, c)]
-              for c in mesh_coords(mesh_shape)}
-    op, rep = partial_op(layout), [p == R for p in layout]
-    for group in groups(mesh_shape, layout) if op else ():
-        if any(x and r for x, r in zip(group[0], rep)):
-            continue  # made from its replica at Replicate coordinate 0, below
-        x, rest = blocks[group[0]], group[1:]
-        noise = {c: rng.integers(0 if op in ("max", "min") else -3, 4, x.shape) for c in rest}
-        if op in ("max", "min"):
-            blocks.update({c: shift(x, n if op == "min" else -n) for c, n in noise.items()})
-        else:
-            blocks.update({c: n.astype(x.dtype) for c, n in noise.items()})
-            blocks[group[0]] = x * (len(group) if op == "avg" else 1) - sum(blocks[c] for c in rest)
-    return {c: blocks[tuple(0 if r else x for x, r in zip(c, rep))] for c in blocks}
-
-
-def shift(x, n):
-    """``x + n`` without wrapping round an integer dtype's range (max/min terms stay valid)."""
-    if x.dtype.kind not in "iu":
-        return x + n
-    info = np.iinfo(x.dtype)
-    return np.clip(x.astype(np.int64) + n, info.min, info.max).astype(x.dtype)
-
-
-def const_blocks(value, layout, mesh_shape):
-    """A constant as dispatch passes it: whole, or sliced where the layout shards it."""
-    if all(p == R for p in layout):
-        return dict.fromkeys(mesh_coords(mesh_shape), value)
-    return {c: np.asarray(value)[local_slices(np.shape(value), mesh_shape, layout, c)]
-            for c in mesh_coords(mesh_shape)}
-
-
-def assemble(blocks, shape, layout, mesh_shape):
-    """The full array from every coordinate's output block (Partial reduced, R checked equal)."""
-    op, out, covered = partial_op(layout), None, np.zeros(shape, bool)
-    for group in groups(mesh_shape, layout):
-        stacked = np.stack([np.asarray(blocks[c]) for c in group])
-        value = stacked[0] if op is None else COMBINE[op](stacked)
-        where = local_slices(shape, mesh_shape, layout, group[0])
-        out = np.zeros(shape, value.dtype) if out is None else out
-        if covered[where].any():
-            assert_same(out[where], value, f"replicated blocks differ under {layout}")
-        out[where], covered[where] = value, True
-    assert covered.all(), f"output layout {layout} leaves elements unheld"
-    return out
-
-
-def assert_same(got, want, msg=""):
-    want = np.asarray(want)
-    if want.dtype.kind in "fc":
-        tol = 1e-9 if want.dtype.itemsize >= 8 * (1 + (want.dtype.kind == "c")) else 1e-5
-        np.testing.assert_allclose(got, want, rtol=tol, atol=tol, equal_nan=True, err_msg=msg)
-    else:
-        np.testing.assert_array_equal(got, want, err_msg=msg)
-
-
 def _dtype(v):
     return np.dtype(type(v)) if isinstance(v, (bool, int, float, complex)) else np.asarray(v).dtype
 
@@ -149,21 +68,11 @@ def simulate(name, args, params=(), mesh_shape=(2,), choice=None):
     else:
         in_layouts, out_layout, cost = tuple((p,) for p in choice.inputs), (choice.output,), None
     rng = np.random.default_rng(1)
-    blocks = [const_blocks(v, lay, mesh_shape) if p is None else blocks_of(v, lay, mesh_shape, rng)
-              for (v, p), lay in zip(args, in_layouts)]
-    outs = {}
-    for c in mesh_coords(mesh_shape):
-        mesh = SimpleNamespace(shape=mesh_shape, coordinate=c)
-        kernel = strategy.bind(in_layouts, out_layout, mesh)
-        result = kernel(*(b[c] for b in blocks))
-        outs[c] = result if strategy.nout > 1 else (result,)
-        want = local_shape(strategy.out_shape, mesh_shape, out_layout, c)
-        for r in outs[c]:
-            assert np.shape(r) == want, f"{name} at {c}: {np.shape(r)}, {out_layout} says {want}"
+    outputs = run_layouts(strategy, [(v, p is None) for v, p in args], in_layouts, out_layout,
+                          mesh_shape, rng, name)
     expected = reference(name, values, params)
-    for k, exp in enumerate(expected if strategy.nout > 1 else (expected,)):
-        got, exp = assemble({c: o[k] for c, o in outs.items()}, strategy.out_shape, out_layout,
-                            mesh_shape), np.asarray(exp)
+    for got, exp in zip(outputs, expected if strategy.nout > 1 else (expected,)):
+        exp = np.asarray(exp)
         assert (got.shape, got.dtype) == (exp.shape, exp.dtype)
         assert_same(got, exp, f"{name} in {in_layouts} -> {out_layout}")
     return in_layouts, out_layout, cost
