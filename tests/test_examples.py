@@ -221,3 +221,12 @@ def test_local_map_benchmark_runs():
     result = run_under_mpi(2, ["benchmarks/local_map.py", "--batch", "64", "--d", "8",
                                "--classes", "4", "--reps", "2"], timeout=120)
     assert result.returncode == 0 and "| mt.local_map, compiled |" in result.stdout, result.stdout
+
+
+@pytest.mark.parametrize("n", [1, 3])
+def test_register_sharding_example_teaches_unwrap(n):
+    result = run_under_mpi(n, ["examples/register_sharding.py"], timeout=120)
+    assert result.returncode == 0, result.stdout
+    assert "caught the wrong rule: check_rule: np.unwrap choice [S(1)] -> S(1)" in result.stdout
+    assert "along the rows: [S(0)], collectives {}" in result.stdout
+    assert "matches numpy: True" in result.stdout, result.stdout
