@@ -97,7 +97,8 @@ class DTensor:
         Inside ``value_and_grad``, of a value that depends on a parameter, the block comes
         as a DTensor of a one-rank mesh (``mesh.local_mesh()``) that the tape follows, so
         numpy code on it and ``DTensor.from_local`` back keep the gradient; its cotangent
-        returns as a DTensor laid out as ``grad_placements`` (default: this tensor's)."""
+        returns as a DTensor laid out as ``grad_placements`` (default: this tensor's, Partial
+        made Replicate)."""
         if modes.is_tracked(self):
             return modes.active.tape.local_of(self, grad_placements)
         block = self._block()
@@ -185,8 +186,9 @@ class DTensor:
         ``run_check=True`` every rank's dtype and block shape are checked against that layout
         and a mismatch raises the same error on every rank.  ``local`` may be a block of a
         one-rank mesh (a differentiable ``to_local``'s): the gradient then flows back to it,
-        the cotangent laid out as ``grad_placements`` (default: ``placements``) before its
-        block is taken.
+        the cotangent laid out as ``grad_placements`` (default: ``placements`` with
+        Partial made Replicate: every term of a sum has the sum's gradient, as DTensor) before
+        its block is taken.
         """
         term = local if type(local) is DTensor else None
         if term is not None:
@@ -209,7 +211,7 @@ class DTensor:
         shape = check_shape("from_local", shape, local.ndim)
         out = DTensor(local, DTensorSpec(device_mesh, placements, shape, local.dtype))
         if term is not None and modes.is_tracked(term):
-            grads = placements if grad_placements is None else check_placements(
+            grads = reduced(placements) if grad_placements is None else check_placements(
                 "from_local (grad_placements)", grad_placements, device_mesh, local.shape)
             modes.active.tape.push("from_local", (term,), (tuple(grads),), out)
         return out
@@ -276,10 +278,16 @@ def _scatter_from(array, spec: DTensorSpec, root: int) -> np.ndarray:
     return out
 
 
-def distribute_tensor(array, device_mesh, placements, src_data_rank: Optional[int] = 0) -> DTensor:
+def distribute_tensor(array, device_mesh=None, placements=None,
+                      src_data_rank: Optional[int] = 0) -> DTensor:
     """Distribute a full array.  Values come from rank ``src_data_rank`` of the mesh (one
-    scatter or broadcast); with ``None`` every rank cuts its block from its own copy."""
+    scatter or broadcast); with ``None`` every rank cuts its block from its own copy.
+    ``device_mesh`` None: the enclosing ``with mesh:`` block's; ``placements`` None:
+    Replicate on every mesh dim (DTensor's default)."""
     modes.refuse_while_tracing("distribute_tensor (make DTensors outside and pass them in)")
+    device_mesh = modes.default_mesh("distribute_tensor", device_mesh)
+    if placements is None:
+        placements = (Replicate(),) * device_mesh.ndim
     array = device.to_host(array) if device.on_device(array) else np.asarray(array)
     placements = check_placements("distribute_tensor", placements, device_mesh, array.shape)
     # Partial mesh dims are sent as Replicate; the planner's local R -> P step then makes the

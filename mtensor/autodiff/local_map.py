@@ -37,8 +37,9 @@ def local_map(fn=None, out_placements=None, in_placements=None, in_grad_placemen
     positional argument, the placements its DTensor must have (None: any); a DTensor laid
     out otherwise is redistributed with ``redistribute_inputs=True``, else refused.
     ``in_grad_placements``: per argument, the layout of its gradient (default: its
-    placements transposed).  ``device_mesh``: the mesh of the outputs when no argument is a
-    DTensor.  Usable as a decorator: ``@mt.local_map(out_placements=[Shard(0)])``."""
+    placements transposed).  Called with no DTensor argument, ``fn``'s result is returned as
+    it is (DTensor's rule; ``device_mesh`` is accepted for its signature).  Usable as a
+    decorator: ``@mt.local_map(out_placements=[Shard(0)])``."""
     if fn is None:
         return functools.partial(local_map, out_placements=out_placements,
                                  in_placements=in_placements,
@@ -56,9 +57,9 @@ def local_map(fn=None, out_placements=None, in_placements=None, in_grad_placemen
     @functools.wraps(fn)
     def mapped(*args, **kwargs):
         args = _laid_out(name, args, in_placements, redistribute_inputs)
-        mesh = next((a.device_mesh for a in args if type(a) is DTensor), device_mesh)
-        if mesh is None:
-            raise TypeError(f"local_map({name}): no argument is a DTensor; pass device_mesh=")
+        mesh = next((a.device_mesh for a in args if type(a) is DTensor), None)
+        if mesh is None:        # DTensor's rule: plain arguments, fn's result as it is
+            return fn(*args, **kwargs)
         followed = modes.active.tape is not None and any(
             modes.is_tracked(a) for a in args)
         grads = in_grad_placements or (None,) * len(args)

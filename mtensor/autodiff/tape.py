@@ -14,7 +14,7 @@ from typing import Dict, List, Set, Tuple
 
 from .. import modes, views
 from ..dtensor import DTensor
-from ..placement import Replicate
+from ..placement import Replicate, reduced
 from ..spec import DTensorSpec, check_placements
 
 # op name -> vjp(j, cotangent, output, operands, params): the cotangent of operand j
@@ -62,11 +62,12 @@ class Tape:
     def local_of(self, x, grad_placements):
         """``x.to_local()`` of a followed ``x``: its block as a DTensor of the rank's
         one-rank mesh, followed too; its cotangent comes back laid out as
-        ``grad_placements`` (default: ``x``'s placements)."""
+        ``grad_placements`` (default: ``x``'s placements, Partial made Replicate: each term's
+        gradient is the whole gradient, DTensor's default since its pull 173454)."""
         if x._view is not None:
             views.sync(x)
         mesh, block = x.device_mesh, x._local
-        grads = x.placements if grad_placements is None else check_placements(
+        grads = reduced(x.placements) if grad_placements is None else check_placements(
             "to_local (grad_placements)", grad_placements, mesh, block.shape)
         out = DTensor(block, DTensorSpec(mesh.local_mesh(), (Replicate(),), block.shape,
                                          block.dtype))

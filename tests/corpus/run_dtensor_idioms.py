@@ -43,16 +43,6 @@ KNOWN_WRONG = {
         {1, 2, 3, 4, 8}, "placements [P(sum), P(max)] are accepted (spec.check_placements does "
         "not refuse mixed reduce ops); DTensor raises ValueError: the value depends on the "
         "order of the reductions"),
-    "torchtitan_1805_moe_to_local_grad_placements": (
-        {2, 3, 4, 8}, "from_local(..., [Partial()]) without grad_placements lays its cotangent "
-        "out as Partial (dtensor.py from_local: grads = placements), so each rank's term gets a "
-        "split of the cotangent instead of all of it (DTensor: Replicate, pytorch PR 173153)"),
-    "vocab_parallel_embedding_mask_partial": (
-        {2, 3, 4, 8}, "the same default: the Partial lookup's cotangent reaches rank 0 only; "
-        "the other ranks' vocabulary rows get a zero gradient"),
-    "local_map_no_dtensor_args": (
-        {2, 3, 4, 8}, "with no DTensor argument local_map wraps each rank's whole result as its "
-        "Shard(0) block (autodiff/local_map.py mapped/_wrap); DTensor returns it as is"),
 }
 
 

@@ -125,3 +125,14 @@ def test_nested_with_mesh_restores_the_outer_one_and_outside_there_is_none(mesh)
             f"say where the tensor lives, or call it inside a `with mesh:` block")
         for f in ("zeros", "ones", "empty")
     } | {"rng": (lambda: mt.random.default_rng(0).random((4,)), TypeError, "random: pass mesh=")})
+
+
+@pytest.mark.mpi
+def test_distribute_tensor_inside_with_mesh(mesh):
+    a = np.arange(12.).reshape(4, 3)
+    with mesh:
+        x = mt.distribute_tensor(a, placements=[Shard(0)] + [Replicate()] * (mesh.ndim - 1))
+        r = mt.distribute_tensor(a)
+    assert_all_ranks(x.device_mesh is mesh and np.array_equal(host(x), a), "default mesh")
+    assert_all_ranks(r.placements == (Replicate(),) * mesh.ndim and np.array_equal(host(r), a),
+                     "default placements")
