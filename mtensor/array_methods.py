@@ -246,12 +246,19 @@ def _matrix_transpose(self):
 _NDARRAY_NAMES = frozenset(n for n in dir(np.ndarray) if not n.startswith("_"))
 
 
+class NoRuleAttributeError(AttributeError, TypeError):
+    """A numpy array attribute DTensors lack: an AttributeError, so ``hasattr(x, "flags")``
+    and ``getattr(x, "device", None)`` work, and a TypeError like a numpy function without
+    a rule."""
+
+
 def _missing(self, name):
     """A name numpy arrays have and DTensors lack raises as a numpy function without a rule
-    does; any other (a ``__getstate__`` probe, a typo) raises AttributeError, which
-    ``hasattr``, ``copy`` and ``pickle`` rely on."""
+    does (with the way out named); any other (a ``__getstate__`` probe, a typo) raises a
+    plain AttributeError; both are AttributeErrors, which ``hasattr``, ``getattr(x, name,
+    default)``, ``copy`` and ``pickle`` rely on."""
     if name in _NDARRAY_NAMES:
-        raise TypeError(f"numpy.ndarray.{name}: mtensor has no sharding rule for this "
+        raise NoRuleAttributeError(f"numpy.ndarray.{name}: mtensor has no sharding rule for this "
                         f"attribute; call full_tensor() to compute on the whole array, or "
                         f"to_local() for this rank's block")
     raise AttributeError(f"'DTensor' object has no attribute {name!r}")

@@ -30,6 +30,7 @@ from .redistribute.execute import bind_program
 from .spec import (
     DTensorSpec,
     check_local_shapes,
+    check_dtype,
     check_placements,
     check_same_mesh,
     check_shape,
@@ -195,6 +196,7 @@ class DTensor:
             local = _own_block(term, device_mesh)
         local = device.to_device(local if device.is_block(local) else np.asarray(local),
                                  device_mesh.device_type)
+        check_dtype("from_local", local.dtype)
         placements = check_placements("from_local", placements, device_mesh, local.shape)
         sharded = any(isinstance(p, Shard) for p in placements)
         if shape is None and not sharded and not run_check:
@@ -289,6 +291,7 @@ def distribute_tensor(array, device_mesh=None, placements=None,
     if placements is None:
         placements = (Replicate(),) * device_mesh.ndim
     array = device.to_host(array) if device.on_device(array) else np.asarray(array)
+    check_dtype("distribute_tensor", array.dtype)
     placements = check_placements("distribute_tensor", placements, device_mesh, array.shape)
     # Partial mesh dims are sent as Replicate; the planner's local R -> P step then makes the
     # partial terms (Partial(sum) keeps the value at coordinate 0 only).

@@ -70,7 +70,7 @@ def _per_matrix(fn, a, whole=False):
         except Exception as e:      # numpy's error on one rank's matrices: raised on all
             error = (type(e), str(e))
         dtypes = None if error else [device.as_block(o).dtype.str for o in _parts(out)]
-        with guarded("np.linalg", "allgather", block.shape, block.dtype, mesh):
+        with guarded("np.linalg", "allgather", a.shape, block.dtype, mesh):  # blocks may differ
             seen = mesh.communicator().allgather_object((error, dtypes))
         errors = [e for e, _ in seen if e is not None]
         if errors:

@@ -78,6 +78,15 @@ def _check_placements(op, placements, mesh_shape, shape):
     return tuple(out)
 
 
+def check_dtype(op: str, dtype) -> None:
+    """Structured dtypes are refused up front: ops, reductions and collectives on records
+    have no meaning mtensor can keep, and a field read would fail later and unclearly."""
+    if dtype.fields is not None:
+        raise TypeError(
+            f"{op}: the structured dtype {dtype} is not supported; distribute each field as "
+            f"its own DTensor (e.g. data['{next(iter(dtype.fields))}'] of the numpy array)")
+
+
 def check_shape(op: str, shape, ndim: int) -> Tuple[int, ...]:
     shape = tuple(int(s) for s in shape)
     if len(shape) != ndim or any(s < 0 for s in shape):

@@ -132,14 +132,19 @@ def _watch() -> None:
             out = state.stream or sys.stderr
             out.write(
                 f"[rank {rank}] mtensor: {describe(state.pending)}{where} did not complete "
-                f"within {state.timeout:g} s (MTENSOR_TIMEOUT); a rank is missing from it or "
-                f"waits elsewhere; aborting the job\n")
+                f"within {state.timeout:g} s (MTENSOR_TIMEOUT); every rank that reached it prints "
+                f"this line, a rank that prints none waits elsewhere (outside mtensor or in "
+                f"another call); aborting the job\n")
             out.flush()
             abort_job(3)
+
+
+# On by default, as NCCL's watchdog: a collective some rank never joins ends the job
+# instead of hanging it (MTENSOR_TIMEOUT=seconds changes it, 0 turns it off).
+DEFAULT_TIMEOUT_S = 600.0
 
 
 def configure_from_env() -> None:
     if os.environ.get("MTENSOR_CHECK", "0") not in ("", "0"):
         set_checks(True)
-    if os.environ.get("MTENSOR_TIMEOUT"):
-        set_timeout(float(os.environ["MTENSOR_TIMEOUT"]))
+    set_timeout(float(os.environ.get("MTENSOR_TIMEOUT") or DEFAULT_TIMEOUT_S))
