@@ -1,13 +1,15 @@
 """Fixtures for tests that run on every rank under mpiexec, and the lockstep plugin (a test
 that fails on one rank fails on every rank, by name: see lockstep.py)."""
 import os
+import shutil
+import tempfile
 
 import pytest
 
 import device_legs
 import lockstep
 import mtensor as mt
-from mpi_helpers import mesh_shapes
+from mpi_helpers import WORLD, mesh_shapes
 
 
 # MTENSOR_TEST_DEVICE=fake (or cupy): the ``mesh`` fixture builds "cuda" meshes on that leg,
@@ -38,3 +40,13 @@ def xp(request):
     """Where blocks live: numpy (CPU mesh), the strict fake CuPy, real CuPy (skipped without
     a GPU); see device_legs.py for what each leg proves."""
     return device_legs.leg(request.param)
+
+
+@pytest.fixture
+def ckdir():
+    """One directory every rank agrees on (rank 0 makes it), removed at the end."""
+    path = WORLD.bcast(tempfile.mkdtemp(prefix="mtensor-ckpt-") if WORLD.rank == 0 else None)
+    yield path
+    WORLD.Barrier()
+    if WORLD.rank == 0:
+        shutil.rmtree(path, ignore_errors=True)

@@ -4,10 +4,8 @@ error is raised on every rank; keep=N rotation."""
 import glob
 import os
 import pickle
-import shutil
 import subprocess
 import sys
-import tempfile
 
 import numpy as np
 import pytest
@@ -34,14 +32,6 @@ LAYOUTS = {  # per mesh ndim, cycled over the leaves (invalid ones for a leaf's 
 }
 
 
-@pytest.fixture
-def ckdir():
-    """One directory every rank agrees on (rank 0 makes it), removed at the end."""
-    path = WORLD.bcast(tempfile.mkdtemp(prefix="mtensor-ckpt-") if WORLD.rank == 0 else None)
-    yield path
-    WORLD.Barrier()
-    if WORLD.rank == 0:
-        shutil.rmtree(path, ignore_errors=True)
 
 
 def fits(placements, ndim):

@@ -5,7 +5,6 @@ chunk on every rank (the one rank whose block holds the chunk included), and the
 one-process ``load(path)`` likewise; restored, the checkpoint loads the saved values."""
 import os
 import shutil
-import tempfile
 
 import numpy as np
 import pytest
@@ -22,13 +21,6 @@ WHERE = {"params.0": "['params'][0]", "params.1": "['params'][1]", "params.2": "
          "table": "['table']", "step": "['step']"}
 
 
-@pytest.fixture
-def ckdir():
-    path = WORLD.bcast(tempfile.mkdtemp(prefix="mtensor-ckpt-") if WORLD.rank == 0 else None)
-    yield path
-    WORLD.Barrier()
-    if WORLD.rank == 0:
-        shutil.rmtree(path, ignore_errors=True)
 
 
 def fulls(seed):

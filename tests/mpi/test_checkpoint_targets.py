@@ -7,7 +7,6 @@ import json
 import math
 import os
 import shutil
-import tempfile
 
 import numpy as np
 import pytest
@@ -25,13 +24,6 @@ SPECS = {"a": ((7, 5), np.float64), "b": ((5,), np.float32), "c": ((3, 4, 5), np
          "d": ((12, 9), np.int32)}
 
 
-@pytest.fixture
-def ckdir():
-    path = WORLD.bcast(tempfile.mkdtemp(prefix="mtensor-ckpt-") if WORLD.rank == 0 else None)
-    yield path
-    WORLD.Barrier()
-    if WORLD.rank == 0:
-        shutil.rmtree(path, ignore_errors=True)
 
 
 def fulls():
