@@ -19,7 +19,7 @@ in-place all-reduces on the dp and tp sub-communicators (none on a group of one 
 * on dp: the loss, then one sum per parameter gradient.
 
 ``step.bytes`` and ``step.calls`` count them per group, bytes in the bus-bandwidth
-convention of ``mtensor.redistribute.cost`` (an all-reduce of S bytes on n ranks: 2(n-1)/n*S).
+convention of ``mtensor.cost.model`` (an all-reduce of S bytes on n ranks: 2(n-1)/n*S).
 
 ``--check`` runs every (dp, tp) grid of the launch's ranks on a small model with uneven
 splits (heads, batch rows) and compares the loss with ``lm_model.loss`` on numpy, and the

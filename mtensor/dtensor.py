@@ -15,7 +15,8 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from . import device, modes, views
+from .device import arrays as device
+from . import modes, views
 from .comm import guard
 from .placement import (
     Placement,
@@ -159,7 +160,7 @@ class DTensor:
         source = self.reduced_form()
         if placements == source._spec.placements:
             return DTensor(source._local.copy(), source._spec)
-        program, out_spec = _redistribution(source._spec, placements, spec.mesh.cost_model())
+        program, out_spec = redistribution(source._spec, placements, spec.mesh.cost_model())
         return DTensor(program(source._local), out_spec)
 
     def __array__(self, dtype=None, copy=None):
@@ -193,7 +194,7 @@ class DTensor:
         """
         term = local if type(local) is DTensor else None
         if term is not None:
-            local = _own_block(term, device_mesh)
+            local = own_block(term, device_mesh)
         local = device.to_device(local if device.is_block(local) else np.asarray(local),
                                  device_mesh.device_type)
         check_dtype("from_local", local.dtype)
@@ -219,7 +220,7 @@ class DTensor:
         return out
 
 
-def _own_block(term: "DTensor", device_mesh):
+def own_block(term: "DTensor", device_mesh):
     """The block a one-rank-mesh DTensor holds, for ``from_local``; a DTensor of any other
     mesh is refused (its block alone is not this rank's block of anything)."""
     if term.device_mesh is not device_mesh.local_mesh():
@@ -244,7 +245,7 @@ def guarded(op: str, kind: str, shape, dtype, mesh):
 
 
 @lru_cache(maxsize=4096)
-def _redistribution(spec: DTensorSpec, placements, model):
+def redistribution(spec: DTensorSpec, placements, model):
     """(bound program, output spec) for one layout change: a repeat call plans nothing."""
     program = bind_program(spec.mesh, spec.placements, placements, spec.shape, spec.dtype,
                            model)

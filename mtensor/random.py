@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .creation import layout
-from .device import array_module
+from .numpy.creation import layout
+from .device.arrays import array_module
 from .dtensor import DTensor
 from .placement import local_bounds
 

@@ -40,7 +40,7 @@ class DTensorSpec:
         return f"Spec({list(self.placements)}, shape={self.shape}, dtype={self.dtype})"
 
 
-def _fmt(placements) -> str:
+def fmt_placements(placements) -> str:
     return "[" + ", ".join(repr(p) for p in placements) + "]"
 
 
@@ -60,7 +60,7 @@ def _check_placements(op, placements, mesh_shape, shape):
         )
     if len(placements) != len(mesh_shape):
         raise ValueError(
-            f"{op}: placements {_fmt(placements)} have {len(placements)} entries but the mesh "
+            f"{op}: placements {fmt_placements(placements)} have {len(placements)} entries but the mesh "
             f"{mesh_shape} has {len(mesh_shape)} dims; give one placement per mesh dim"
         )
     ndim = len(shape)
@@ -69,7 +69,7 @@ def _check_placements(op, placements, mesh_shape, shape):
         if isinstance(p, Shard):
             if not -ndim <= p.dim < ndim:
                 raise ValueError(
-                    f"{op}: placements {_fmt(placements)} shard tensor dim {p.dim} but the tensor "
+                    f"{op}: placements {fmt_placements(placements)} shard tensor dim {p.dim} but the tensor "
                     f"has shape {tuple(shape)} ({ndim} dims); shard a dim in "
                     f"range(-{ndim}, {ndim}) or use Replicate()"
                 )
@@ -109,7 +109,7 @@ def check_same_mesh(op: str, mesh_a, mesh_b) -> None:
 def check_no_partial_target(op: str, placements) -> None:
     if any(isinstance(p, Partial) for p in placements):
         raise ValueError(
-            f"{op}: target placements {_fmt(placements)} contain Partial; a Partial layout can "
+            f"{op}: target placements {fmt_placements(placements)} contain Partial; a Partial layout can "
             f"only come out of an op, redistribute to Replicate() or Shard(dim) instead"
         )
 
@@ -160,7 +160,7 @@ def check_local_shapes(blocks, mesh_shape, placements, shape) -> None:
         if tuple(block[0]) != want:
             raise ValueError(
                 f"from_local: rank {rank} (mesh coordinate {list(c)}) holds a block of shape "
-                f"{tuple(block[0])} but placements {_fmt(placements)} of global shape {shape} "
+                f"{tuple(block[0])} but placements {fmt_placements(placements)} of global shape {shape} "
                 f"give it {want} (numpy.array_split layout); pass blocks split that way, or "
                 f"the right shape="
             )

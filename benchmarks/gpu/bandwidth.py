@@ -18,7 +18,7 @@ import numpy as np
 from mpi4py import MPI
 
 import mtensor as mt
-from mtensor import device
+from mtensor.device import arrays as device
 from mtensor.comm import select
 
 WORLD = MPI.COMM_WORLD

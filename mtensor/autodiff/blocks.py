@@ -13,18 +13,19 @@ import zlib
 
 import numpy as np
 
-from .. import device, modes
+from ..device import arrays as device
+from .. import modes
 from ..comm import guard
-from ..dtensor import DTensor, _own_block
+from ..dtensor import DTensor, own_block
 from ..placement import Replicate
-from ..spec import DTensorSpec, _fmt
+from ..spec import DTensorSpec, fmt_placements
 from .tape import VJPS
 
 
 def _to_local_vjp(j, g, out, operands, params):
     """The block's cotangent, wrapped as ``x``'s: laid out as the grad placements."""
     x = operands[0]
-    block = _own_block(g, x.device_mesh)
+    block = own_block(g, x.device_mesh)
     grad = DTensor.from_local(block, x.device_mesh, params[0], shape=x.shape)
     check_replicated(grad, "to_local (its gradient)")
     return grad
@@ -39,9 +40,9 @@ def _from_local_vjp(j, g, out, operands, params):
     block = laid._local
     if block.shape != term.shape:
         raise ValueError(
-            f"from_local: grad_placements {_fmt(params[0])} give this rank a gradient block "
+            f"from_local: grad_placements {fmt_placements(params[0])} give this rank a gradient block "
             f"of shape {block.shape}, but its local block had shape {term.shape}; pass grad "
-            f"placements that split the tensor as its placements {_fmt(out.placements)} do")
+            f"placements that split the tensor as its placements {fmt_placements(out.placements)} do")
     return DTensor(block, DTensorSpec(term.device_mesh, (Replicate(),), block.shape,
                                       block.dtype))
 
@@ -67,7 +68,7 @@ def check_replicated(x: DTensor, what: str) -> None:
             groups.setdefault(coordinate[:d] + coordinate[d + 1:], set()).add(h)
         if any(len(hashes) > 1 for hashes in groups.values()):
             raise ValueError(
-                f"{what}: a tensor of shape {x.shape} declared {_fmt(x.placements)} holds "
+                f"{what}: a tensor of shape {x.shape} declared {fmt_placements(x.placements)} holds "
                 f"different blocks on the ranks along mesh dim {d}, so Replicate() there is "
                 f"not true; declare Partial() where each rank holds a term of a sum (the "
                 f"gradient of a replicated input is one), or Shard(dim) where each holds "

@@ -23,8 +23,7 @@ import functools
 from .. import modes
 from ..dtensor import DTensor
 from ..placement import Partial, Placement, Replicate
-from ..pytree import flatten
-from ..spec import _fmt
+from ..spec import fmt_placements
 from .blocks import check_replicated
 
 
@@ -100,7 +99,7 @@ def _laid_out(name, args, in_placements, redistribute: bool) -> tuple:
             if not redistribute:
                 raise ValueError(
                     f"local_map({name}): argument {i} of shape {a.shape} is laid out as "
-                    f"{_fmt(a.placements)} but in_placements asks {_fmt(want)}; "
+                    f"{fmt_placements(a.placements)} but in_placements asks {fmt_placements(want)}; "
                     f"redistribute it, or pass redistribute_inputs=True")
             a = a.redistribute(placements=want)
         out.append(a)

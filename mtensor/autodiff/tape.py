@@ -13,12 +13,14 @@ from dataclasses import dataclass
 from typing import Dict, List, Set, Tuple
 
 from .. import modes, views
+from . import vjps, vjps_numpy
 from ..dtensor import DTensor
 from ..placement import Replicate, reduced
 from ..spec import DTensorSpec, check_placements
 
-# op name -> vjp(j, cotangent, output, operands, params): the cotangent of operand j
-VJPS: Dict[str, tuple] = {}
+# op name -> vjp(j, cotangent, output, operands, params): the cotangent of operand j; the
+# escape hatches (blocks, custom_vjp, local_map) add theirs
+VJPS: Dict[str, tuple] = {**vjps.VJPS, **vjps_numpy.VJPS}
 ZERO_DERIVATIVE = {"floor", "ceil", "rint", "trunc", "sign", "floor_divide", "argmax",
                    "argmin", "heaviside", "spacing", "stop_gradient"}
 

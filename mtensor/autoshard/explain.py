@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Dict, List
 
-from ..spec import _fmt
+from ..spec import fmt_placements
 
 LARGE_BYTES = 1 << 20
 
@@ -94,7 +94,7 @@ def explain(solution, report=None, names=None, title="step") -> str:
              "arguments:"]
     for path, layout in solution.leaf_layouts().items():
         value = graph.values[next(leaf.value for leaf in graph.leaves if leaf.path == path)]
-        lines.append(f"  {path:<24} {str(value.shape):<16} {_fmt(layout)}")
+        lines.append(f"  {path:<24} {str(value.shape):<16} {fmt_placements(layout)}")
     lines.append("collectives per region and phase:")
     for (region, phase), c in per_region(bill, names).items():
         lines.append(f"  {region:<24} {phase:<9} "
@@ -107,8 +107,8 @@ def explain(solution, report=None, names=None, title="step") -> str:
     moved = Counter(m.node for m in bill.moves if m.collectives)
     for k, (node, ins, out) in zip([k for k, n in enumerate(graph.nodes) if n.kind == "op"],
                                    solution.op_layouts()):
-        used = " x ".join(_fmt(layout) if v is not None else "const"
+        used = " x ".join(fmt_placements(layout) if v is not None else "const"
                           for layout, v in zip(ins, node.inputs))
         extra = f"  [{moved[k]} redistribution(s) before it]" if moved[k] else ""
-        lines.append(f"  #{k:<4} {node.name:<12} {node.phase:<9} {used} -> {_fmt(out)}{extra}")
+        lines.append(f"  #{k:<4} {node.name:<12} {node.phase:<9} {used} -> {fmt_placements(out)}{extra}")
     return "\n".join(lines)

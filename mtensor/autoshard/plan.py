@@ -12,7 +12,7 @@ from .. import modes
 from ..dtensor import DTensor, distribute_tensor
 from ..ops import Choice
 from ..pytree import flatten
-from ..spec import _fmt
+from ..spec import fmt_placements
 from ..trace_compile.compile import compile as mt_compile
 from .explain import explain
 
@@ -134,5 +134,5 @@ class Plan:
                        getattr(self.step, "__name__", "step"))
 
     def __repr__(self) -> str:
-        layouts = ", ".join(f"{p}: {_fmt(l)}" for p, l in self.solution.leaf_layouts().items())
+        layouts = ", ".join(f"{p}: {fmt_placements(l)}" for p, l in self.solution.leaf_layouts().items())
         return f"Plan({layouts})"

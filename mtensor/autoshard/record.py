@@ -15,7 +15,7 @@ from typing import Dict, List
 import numpy as np
 
 from .. import modes
-from ..dispatch import as_operand
+from ..decide import as_operand
 from ..dtensor import DTensor
 from ..ops import OpCall
 from ..placement import Replicate

@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Dict, List, Optional
 
-from ..redistribute.cost import get_cost_model
+from ..cost.model import get_cost_model
 from .bill import Bill, bill, out_layout, wanted_layout
 from .graph import StepGraph
 from .problem import Problem, build

@@ -12,7 +12,7 @@ import shutil
 import numpy as np
 
 from ..dtensor import guarded
-from ..mesh import mpi_running, world_mesh
+from ..mesh.device_mesh import mpi_running, world_mesh
 
 
 class CheckpointError(RuntimeError):

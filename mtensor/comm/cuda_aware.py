@@ -9,7 +9,7 @@ its MPI is CUDA-aware (``select``): a non-CUDA-aware MPI segfaults on a device p
 """
 from __future__ import annotations
 
-from .. import device
+from ..device import arrays as device
 from . import nan_flags
 from .mpi_host import MPIHost, builtin_op
 from .requests import Started, test_all, wait

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import buffers
+from ..device import buffers
 from ..placement import shard_counts
 from .mpi_host import MPIHost
 

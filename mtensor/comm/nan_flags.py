@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import device
+from ..device import arrays as device
 
 
 def needs_flags(op, dtype) -> bool:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import device
+from ..device import arrays as device
 from . import nan_flags
 from .mpi_host import HostMetadata, MPIHost
 from .requests import Started, test_all, wait

@@ -14,7 +14,7 @@ import ctypes
 import os
 import socket
 
-from .. import device
+from ..device import arrays as device
 
 GPU_CHOICES = ("auto", "nccl", "cuda-aware", "staged")
 

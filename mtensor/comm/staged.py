@@ -15,7 +15,7 @@ import os
 
 import numpy as np
 
-from .. import device
+from ..device import arrays as device
 from .mpi_host import HostMetadata, MPIHost
 from .requests import Started, test_all, wait
 

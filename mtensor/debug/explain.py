@@ -15,7 +15,7 @@ compute) / communication, the quantity ``benchmarks/netbed`` measures; calibrate
 from __future__ import annotations
 
 from ..overlap.bucketing import first_readers
-from ..overlap.timeline import bucket_cost, simulate
+from ..cost.timeline import bucket_cost, simulate
 
 
 def _size(nbytes: float) -> str:

@@ -15,7 +15,7 @@ import numpy as np
 
 from ..ops import RULES, OpCall, Operand, choose
 from ..placement import max_local_shape
-from ..redistribute.cost import get_cost_model
+from ..cost.model import get_cost_model
 from ..redistribute.plan import plan_redistribute
 
 

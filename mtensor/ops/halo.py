@@ -22,7 +22,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from ..device import like
+from ..device.arrays import like
 from ..placement import Partial, Replicate, Shard
 from .registry import Choice, OpCall, Strategy, register
 from .ufunc_methods import axis_blocks, scan_mesh_dims

@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..placement import REDUCE_OPS, Partial, Replicate, Shard, local_bounds, local_shape
-from .index_plan import block_plan, is_whole, plain_key, region_index, region_layout
+from .plans.indexing import block_plan, is_whole, plain_key, region_index, region_layout
 from .registry import Choice, OpCall, Operand, Strategy, register, replicated, shard_along
 from .views import dim_map_choices
 

@@ -14,7 +14,7 @@ from typing import Callable, Dict, Optional, Sequence, Tuple
 import numpy as np
 
 from ..placement import Placement, Replicate, Shard
-from ..spec import _fmt
+from ..spec import fmt_placements
 
 Shape = Tuple[int, ...]
 Layout = Tuple[Placement, ...]
@@ -53,7 +53,7 @@ class OpCall:
     def describe(self) -> str:
         """``name`` with each operand's shape and placements, for error messages."""
         parts = [
-            f"{o.shape}" + ("" if o.placements is None else f" {_fmt(o.placements)}")
+            f"{o.shape}" + ("" if o.placements is None else f" {fmt_placements(o.placements)}")
             for o in self.operands
         ]
         return f"{self.name} of " + ", ".join(parts)

@@ -21,7 +21,7 @@ from functools import partial
 
 import numpy as np
 
-from ..device import through_host
+from ..device.arrays import through_host
 from ..placement import Replicate, Shard, shard_bounds
 from .registry import Choice, OpCall, Strategy, register, replicated, shard_along
 

@@ -31,10 +31,10 @@ from __future__ import annotations
 from itertools import accumulate
 from typing import Dict, List, Sequence, Tuple
 
-from ..redistribute.cost import bus_bytes
-from ..steps import FUSIBLE, STEP_KINDS
+from ..cost.model import bus_bytes
+from ..step_kinds import FUSIBLE, STEP_KINDS
 from .bucketing import bucket_key, first_reads
-from .timeline import bucket_cost
+from ..cost.timeline import bucket_cost
 
 
 def compute_clock(nodes, seconds: Sequence[float]) -> List[float]:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import List, Sequence, Tuple
 
-from ..steps import FUSIBLE
+from ..step_kinds import FUSIBLE
 
 
 def first_readers(nodes) -> dict:

@@ -15,7 +15,8 @@ import math
 
 import numpy as np
 
-from .. import device, modes
+from ..device import arrays as device
+from .. import modes
 
 
 class Bucket:

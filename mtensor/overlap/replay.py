@@ -22,7 +22,7 @@ from collections import deque
 import numpy as np
 
 from ..comm import guard
-from ..device import is_block
+from ..device.arrays import is_block
 from .buckets import Bucket
 
 _COMPUTE, _START, _WAIT, _RUN = range(4)

@@ -1,5 +1,5 @@
 """Redistribution: a pure planner (placements A -> B as steps), a cost model, an executor."""
-from .cost import CostModel, bus_bytes, get_cost_model, set_cost_model
+from ..cost.model import CostModel, bus_bytes, get_cost_model, set_cost_model
 from .plan import Plan, Step, plan_cache_info, plan_redistribute
 
 __all__ = [

@@ -13,11 +13,12 @@ import time
 
 import numpy as np
 
-from .. import buffers, device, modes
+from ..device import buffers, arrays as device
+from .. import modes
 from ..comm import guard
 from ..placement import REDUCE_OPS, local_shape, max_local_shape, shard_bounds, shard_counts
-from ..steps import STEP_KINDS
-from .cost import bus_bytes
+from ..step_kinds import STEP_KINDS
+from ..cost.model import bus_bytes
 from .plan import Step, plan_redistribute
 
 

@@ -24,8 +24,8 @@ from functools import lru_cache
 from typing import Tuple
 
 from ..placement import Partial, Placement, Replicate, Shard, max_local_shape
-from ..steps import STEP_KINDS
-from .cost import CostModel, bus_bytes, get_cost_model
+from ..step_kinds import STEP_KINDS
+from ..cost.model import CostModel, bus_bytes, get_cost_model
 
 Layout = Tuple[Placement, ...]
 

@@ -15,7 +15,7 @@ import numpy as np
 from ..ops.registry import OpCall, Operand
 from ..ops.user_rules import Route, resolve
 from ..placement import Partial, Replicate, local_shape, local_slices, mesh_coords
-from ..spec import _fmt
+from ..spec import fmt_placements
 
 R = Replicate()
 COMBINE = {"sum": lambda s: np.add.reduce(s, axis=0, dtype=s.dtype),
@@ -134,7 +134,7 @@ def _simulable(values, in_layouts, out_layout) -> bool:
 
 
 def _describe(combo) -> str:
-    text = [f"{_fmt(c.inputs)} -> {c.output!r}" for c in combo]
+    text = [f"{fmt_placements(c.inputs)} -> {c.output!r}" for c in combo]
     return f"choice {text[0]}" if len(text) == 1 else f"choices {'; '.join(text)} (per mesh dim)"
 
 

@@ -19,10 +19,10 @@ import functools
 import numpy as np
 
 from .. import modes, views
-from ..device import is_block
+from ..device.arrays import is_block
 from ..debug.explain import Explanation
 from ..debug.trace_export import export_trace
-from ..dispatch import _const_key
+from ..decide import const_key
 from ..dtensor import DTensor
 from ..overlap.auto_buckets import choose_buckets
 from ..overlap.bucketing import plan_buckets
@@ -61,7 +61,7 @@ def _leaf_key(leaf):
     if type(leaf) is DTensor:
         return leaf.spec
     if is_block(leaf):
-        return _const_key(leaf)
+        return const_key(leaf)
     try:
         hash(leaf)
     except TypeError:

@@ -13,7 +13,7 @@ import time
 import numpy as np
 
 from .. import modes
-from ..device import is_block
+from ..device.arrays import is_block
 from .graph import Node
 
 

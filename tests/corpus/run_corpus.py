@@ -29,7 +29,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import numpy as np  # noqa: E402
 
 import mtensor as mt  # noqa: E402
-from mtensor.mesh import world_mesh  # noqa: E402
+from mtensor.mesh.device_mesh import world_mesh  # noqa: E402
 import snippets_matlab  # noqa: E402
 import snippets_ml  # noqa: E402
 import snippets_ml_models  # noqa: E402

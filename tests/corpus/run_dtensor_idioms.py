@@ -27,7 +27,7 @@ import warnings
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import mtensor as mt  # noqa: E402
-from mtensor.mesh import world_mesh  # noqa: E402
+from mtensor.mesh.device_mesh import world_mesh  # noqa: E402
 from run_corpus import agree, difference, gather, refused_op  # noqa: E402
 import dtensor_idioms  # noqa: E402
 import dtensor_idioms_grad  # noqa: E402

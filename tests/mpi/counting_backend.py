@@ -3,7 +3,7 @@ It is all a new backend needs: one class with the protocol's methods, registered
 from collections import Counter
 
 from mtensor.comm.mpi_host import MPIHost
-from mtensor.steps import COLLECTIVES
+from mtensor.step_kinds import COLLECTIVES
 
 CALLS = Counter()
 

@@ -12,7 +12,7 @@ import os
 import numpy as np
 import pytest
 
-from mtensor import device
+from mtensor.device import arrays as device
 
 FAKE = "mtensor.testing.fakecupy"
 

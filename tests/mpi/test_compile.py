@@ -322,7 +322,7 @@ def test_auto_buckets_are_the_same_on_every_rank_and_results_match_eager(mesh, m
     """bucket_cap_mb="auto" (the default) decides from timings, which differ by rank: the
     ranks agree on them first, so they split alike; with the default model (shared memory)
     and with a network's (links move behind compute: buckets leave as gradients appear)."""
-    from mtensor.redistribute.cost import CostModel, get_cost_model, set_cost_model
+    from mtensor.cost.model import CostModel, get_cost_model, set_cost_model
     before = get_cost_model()
     if model == "network":
         set_cost_model(CostModel(alpha=12e-6, beta=1.2e8, overlap_rate=0.4))

@@ -53,7 +53,7 @@ def test_data_parallel_weight_gradient_is_partial():
 
 @pytest.mark.mpi
 def test_misaligned_annotation_pays_and_the_cost_model_says_how_much():
-    from mtensor.dispatch import decision_for
+    from mtensor.decide import decision_for
     mesh = mt.init_device_mesh((WORLD.size,))
     x, a = random_array((8, 16), seed=1), random_array((16, 32), seed=2)
     good = decision_for("matmul", (mt.distribute_tensor(x, mesh, [R]),

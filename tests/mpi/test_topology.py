@@ -7,9 +7,9 @@ import pytest
 
 import mtensor as mt
 from mpi_helpers import WORLD, assert_all_ranks, host
-from mtensor import mesh_nodes
+from mtensor.mesh import nodes as mesh_nodes
 from mtensor.placement import Replicate, Shard
-from mtensor.redistribute.cost import INTER_NODE, for_links
+from mtensor.cost.model import INTER_NODE, for_links
 
 
 def _two_nodes():

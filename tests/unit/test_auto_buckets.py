@@ -12,7 +12,7 @@ from mtensor.overlap.auto_buckets import chains as auto_chains
 from mtensor.overlap.auto_buckets import (choose_buckets, compute_clock, feasible_starts,
                                           lateness, split_chain)
 from mtensor.overlap.bucketing import first_reads
-from mtensor.redistribute.cost import CostModel
+from mtensor.cost.model import CostModel
 from mtensor.trace_compile.graph import Node
 
 MESH = object()

@@ -11,7 +11,7 @@ from mtensor.autoshard import GraphBuilder, diagnose_pins, parse_bytes, search
 from mtensor.autoshard.explain import explain
 from mtensor.autoshard.problem import Pricer, build
 from mtensor.autoshard.solve import NoPlan, solve
-from mtensor.redistribute.cost import CostModel
+from mtensor.cost.model import CostModel
 
 MODEL = CostModel()
 

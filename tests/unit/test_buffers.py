@@ -1,7 +1,7 @@
 """The buffer pool reuses memory only once nothing refers to it (no MPI)."""
 import numpy as np
 
-from mtensor import buffers
+from mtensor.device import buffers
 
 BIG = (1 << 16) // 8  # float64 elements in the smallest pooled size
 

@@ -8,7 +8,7 @@ import pytest
 from mtensor.ops import RULES, Choice, OpCall, Operand, choose
 from mtensor.ops.choose import _change_cost
 from mtensor.placement import Partial, Replicate, Shard, max_local_shape
-from mtensor.redistribute.cost import CostModel
+from mtensor.cost.model import CostModel
 
 R, P, S0, S1 = Replicate(), Partial(), Shard(0), Shard(1)
 

@@ -8,7 +8,7 @@ import pytest
 from mtensor.ops import RULES, OpCall, Operand, choose
 from mtensor.ops.contraction import _big, contraction, einsum_form, label_sizes
 from mtensor.placement import Partial, Shard
-from mtensor.redistribute.cost import CostModel
+from mtensor.cost.model import CostModel
 from test_pointwise_rules import PA, PS, R, arr, as_set, run_choice
 
 S = {d: Shard(d) for d in range(4)}

@@ -1,7 +1,7 @@
 """Bus-bandwidth bytes and the alpha-beta model (no MPI)."""
 import pytest
 
-from mtensor.redistribute.cost import CostModel, bus_bytes
+from mtensor.cost.model import CostModel, bus_bytes
 
 
 @pytest.mark.parametrize("kind, n, size, expected", [
@@ -113,7 +113,7 @@ def test_per_dim_links_price_change_time():
 
 
 def test_set_cost_model_replaces_the_default():
-    from mtensor.redistribute.cost import get_cost_model, set_cost_model
+    from mtensor.cost.model import get_cost_model, set_cost_model
     before = get_cost_model()
     other = CostModel(alpha=1.0)
     try:

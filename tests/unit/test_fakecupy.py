@@ -124,11 +124,11 @@ def test_devices_count_from_the_environment(monkeypatch):
 
 
 def test_pinned_memory_is_a_writable_host_buffer():
-    before = cp._stats.pinned_allocs
+    before = cp.stats.pinned_allocs
     mem = cuda.alloc_pinned_memory(32)
     view = np.frombuffer(mem, np.float64, 4)
     view[:] = 1
-    assert cp._stats.pinned_allocs == before + 1 and mem.ptr == view.ctypes.data
+    assert cp.stats.pinned_allocs == before + 1 and mem.ptr == view.ctypes.data
 
 
 def test_importing_the_fake_does_not_load_mpi():

@@ -4,7 +4,7 @@ report (the gathering itself is collective and runs under mpiexec in tests/mpi).
 import numpy as np
 import pytest
 
-from mtensor import device
+from mtensor.device import arrays as device
 from mtensor.comm import nccl, select
 from mtensor.comm.staged import PinnedPool
 from mtensor.testing import fakecupy
@@ -60,14 +60,14 @@ def test_pinned_buffers_are_kept_per_size_class():
     device.set_module("cuda", "mtensor.testing.fakecupy")
     like = device.to_device(np.zeros(1), "cuda")
     pool = PinnedPool()
-    before = fakecupy._stats.pinned_allocs
+    before = fakecupy.stats.pinned_allocs
     a = pool.take(like, 100, np.float64)
     assert a.shape == (100,) and a.dtype == np.float64
     pool.give(a)
     b = pool.take(like, 120, np.float64)        # 960 bytes: the same 1 KiB class
-    assert fakecupy._stats.pinned_allocs == before + 1
+    assert fakecupy.stats.pinned_allocs == before + 1
     c = pool.take(like, 120, np.float64)        # the first is taken: a second one
-    assert fakecupy._stats.pinned_allocs == before + 2
+    assert fakecupy.stats.pinned_allocs == before + 2
     pool.give(b, c)
 
 

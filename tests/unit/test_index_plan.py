@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from hypothesis import assume, given, settings, strategies as st
 
-from mtensor.ops.index_plan import (
+from mtensor.ops.plans.indexing import (
     block_plan, check_value_shape, is_advanced, normalize_index, plain_key, region_index,
     region_layout, value_placements,
 )

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from mtensor.ops import RULES, OpCall, Operand
-from mtensor.ops.index_plan import normalize_index
+from mtensor.ops.plans.indexing import normalize_index
 from mtensor.placement import Partial, Replicate, Shard, local_shape, local_slices, mesh_coords
 
 R = Replicate()

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mtensor.ops.linalg_rules import (
+from mtensor.ops.plans.tsqr import (
     factor_types, local_qr, row_layout, signed, stacked_rows, work_type,
 )
 from mtensor.placement import Partial, Replicate, Shard, local_offset, local_shape, mesh_coords

@@ -10,7 +10,7 @@ import numpy as np
 import mtensor as mt
 from mtensor.debug.price import AbstractTensor, price_op
 from mtensor.placement import Partial, Replicate, Shard, local_shape
-from mtensor.redistribute.cost import get_cost_model
+from mtensor.cost.model import get_cost_model
 from mtensor.redistribute.plan import plan_redistribute
 
 assert local_shape((7, 4), (4,), (Shard(0),), (3,)) == (1, 4)

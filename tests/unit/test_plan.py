@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mtensor.placement import Partial, Replicate, Shard, local_shape, max_local_shape
-from mtensor.redistribute.cost import CostModel, bus_bytes
+from mtensor.cost.model import CostModel, bus_bytes
 from mtensor.redistribute.plan import (
     Plan, _direct, _moves, _search, plan_cache_info, plan_redistribute,
 )

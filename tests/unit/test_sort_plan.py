@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mtensor.ops import sort_plan as plan
+from mtensor.ops.plans import sample_sort as plan
 from mtensor.placement import Replicate, Shard
 
 

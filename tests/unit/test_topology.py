@@ -1,8 +1,8 @@
 """Node-aware layout arithmetic and the per-link cost defaults, without MPI."""
 import pytest
 
-from mtensor import topology
-from mtensor.redistribute.cost import INTER_NODE, INTER_NODE_RATE, CostModel, for_links
+from mtensor.mesh import topology
+from mtensor.cost.model import INTER_NODE, INTER_NODE_RATE, CostModel, for_links
 
 
 @pytest.mark.parametrize("nodes,want", [
@@ -65,7 +65,7 @@ def test_groups_and_their_nodes():
 
 
 def test_the_two_level_all_reduce_wins_above_a_size_the_links_give():
-    from mtensor.redistribute.cost import hierarchical_crossover
+    from mtensor.cost.model import hierarchical_crossover
     model = for_links(CostModel(), (False,))
     a_in, b_in = model.alpha, model.beta
     a_x, b_x = INTER_NODE
@@ -82,7 +82,7 @@ def test_the_two_level_all_reduce_wins_above_a_size_the_links_give():
 
 
 def test_two_level_gathers_and_scatters_win_above_their_own_crossover():
-    from mtensor.redistribute.cost import hierarchical_crossover
+    from mtensor.cost.model import hierarchical_crossover
     model = for_links(CostModel(), (False,))
     a_in, b_in = model.alpha, model.beta
     a_x, b_x = INTER_NODE
@@ -102,7 +102,7 @@ def test_two_level_gathers_and_scatters_win_above_their_own_crossover():
 def test_plans_price_a_two_level_dim_as_what_runs():
     """A dim whose collectives run in two levels is priced at the cheaper of flat and two
     levels, the two meeting at the backend's crossover."""
-    from mtensor.redistribute.cost import hierarchical_crossover, two_level_time
+    from mtensor.cost.model import hierarchical_crossover, two_level_time
     flat_model = for_links(CostModel(), (False,))
     priced = for_links(CostModel(), (False,), ((2, 2),))
     assert flat_model.two_level == () and priced.two_level == ((2, 2),)

@@ -1,7 +1,7 @@
 """The fake ``cupy.cuda``: devices, streams, events and pinned memory over one host timeline.
 
 A real GPU runs device work asynchronously; a host thread sees its results only after a
-synchronise.  The fake runs kernels eagerly but keeps that contract observable: ``_timeline``
+synchronise.  The fake runs kernels eagerly but keeps that contract observable: ``timeline``
 numbers every device write (an epoch), holds asynchronous copies back until a synchronise
 (device-to-host) or the next device operation (host-to-device), and remembers the epoch of
 the last synchronise, so an array handed to MPI before its producer was synchronised is
@@ -20,7 +20,7 @@ import weakref
 import numpy as np
 
 # counters that tests read: what the code under test asked of the "GPU"
-_stats = types.SimpleNamespace(synchronizes=0, kernels=0, host_to_device=0,
+stats = types.SimpleNamespace(synchronizes=0, kernels=0, host_to_device=0,
                                device_to_host=0, pinned_allocs=0)
 
 # the arrays owning device memory (fakecupy arrays with ``_a`` and ``_epoch``), so that a
@@ -56,7 +56,7 @@ class _Timeline:
         upto = self.now if upto is None else upto
         self._run(lambda epoch, kind: epoch <= upto)
         self.synced = max(self.synced, upto)
-        _stats.synchronizes += 1
+        stats.synchronizes += 1
 
     def _run(self, due) -> None:
         waiting = []
@@ -68,15 +68,15 @@ class _Timeline:
         self.pending = waiting
 
 
-_timeline = _Timeline()
+timeline = _Timeline()
 
 
-def _mark_written(ptr: int, nbytes: int) -> None:
+def mark_written(ptr: int, nbytes: int) -> None:
     """Stamp a new epoch on every array whose memory overlaps ``[ptr, ptr + nbytes)``."""
     for owner in list(_allocations.values()):
         start = owner._a.__array_interface__["data"][0]
         if start < ptr + nbytes and ptr < start + owner._a.nbytes:
-            owner._epoch = _timeline.tick()
+            owner._epoch = timeline.tick()
 
 
 # --- runtime -------------------------------------------------------------------------------
@@ -108,7 +108,7 @@ runtime = types.SimpleNamespace(
     getDeviceCount=_device_count,
     getDevice=lambda: _current_device[0],
     setDevice=_set_device,
-    deviceSynchronize=lambda: _timeline.synchronize(),
+    deviceSynchronize=lambda: timeline.synchronize(),
     runtimeGetVersion=lambda: 12040,
     CUDARuntimeError=CUDARuntimeError,
     is_hip=False,
@@ -126,7 +126,7 @@ class Device:
         _set_device(self.id)
 
     def synchronize(self) -> None:
-        _timeline.synchronize()
+        timeline.synchronize()
 
     @property
     def pci_bus_id(self) -> str:
@@ -164,7 +164,7 @@ class Stream:
         self.ptr = 0 if null else (ptr or next(_stream_ptrs))
 
     def synchronize(self) -> None:
-        _timeline.synchronize()
+        timeline.synchronize()
 
     def record(self, event=None):
         event = Event() if event is None else event
@@ -210,11 +210,11 @@ class Event:
         self._epoch = None
 
     def record(self, stream=None) -> None:
-        self._epoch = _timeline.now
+        self._epoch = timeline.now
 
     def synchronize(self) -> None:
         if self._epoch is not None:
-            _timeline.synchronize(self._epoch)
+            timeline.synchronize(self._epoch)
 
     @property
     def done(self) -> bool:
@@ -237,7 +237,7 @@ class PinnedMemoryPointer(bytearray):
 
 
 def alloc_pinned_memory(nbytes: int) -> PinnedMemoryPointer:
-    _stats.pinned_allocs += 1
+    stats.pinned_allocs += 1
     return PinnedMemoryPointer(nbytes)
 
 

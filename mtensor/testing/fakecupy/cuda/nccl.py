@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 from mpi4py import MPI
 
-from . import _mark_written, _timeline, runtime
+from . import mark_written, timeline, runtime
 
 NCCL_INT8 = NCCL_CHAR = 0
 NCCL_UINT8 = 1
@@ -99,7 +99,7 @@ def _issue(call: _Call) -> None:
 
 def _execute(calls) -> None:
     """Post the point-to-point calls, run the collectives in order, wait for the posts."""
-    _timeline.flush_uploads()
+    timeline.flush_uploads()
     requests = [c.start() for c in calls if c.p2p]
     for call in calls:
         if not call.p2p:
@@ -107,7 +107,7 @@ def _execute(calls) -> None:
     MPI.Request.Waitall(requests)
     for call in calls:
         if call.written:
-            _mark_written(*call.written)
+            mark_written(*call.written)
 
 
 # --- buffers and reductions ----------------------------------------------------------------

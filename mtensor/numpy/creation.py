@@ -1,0 +1,134 @@
+"""Creation: ``mt.zeros/ones/full/empty/arange`` and ``*_like``, each rank allocating only its
+own block (no communication); ``np.linspace`` of DTensor bounds."""
+from __future__ import annotations
+
+import math
+from typing import Optional, Sequence
+
+import numpy as np
+
+from .. import modes
+from ..device.arrays import array_module, to_device, to_host
+from ..dtensor import DTensor
+from .util import implements
+from ..placement import Replicate, local_bounds, local_shape, reduced
+from ..spec import DTensorSpec, check_target_placements
+from .elementwise import copy as _copy
+from .util import is_dtensor
+from .shapes import broadcast_to, reshape
+
+
+def layout(op: str, shape, mesh, placements: Optional[Sequence] = None, dtype=None):
+    """The spec of a new tensor (Replicate on every mesh dim by default), on ``mesh`` or,
+    without one, the mesh of the enclosing ``with mesh:`` block."""
+    mesh = modes.default_mesh(op, mesh)
+    shape = (int(shape),) if np.ndim(shape) == 0 else tuple(int(s) for s in shape)
+    placements = (Replicate(),) * mesh.ndim if placements is None else placements
+    placements = check_target_placements(op, placements, mesh, shape)
+    return DTensorSpec(mesh, placements, shape, np.dtype(dtype))
+
+
+def _filled(op, fill, shape, dtype, mesh, placements):
+    spec = layout(op, shape, mesh, placements, dtype)
+    mesh = spec.mesh
+    mine = local_shape(spec.shape, mesh.shape, spec.placements, mesh.coordinate)
+    return DTensor(fill(mine, spec.dtype, array_module(mesh.device_type)), spec)
+
+
+def zeros(shape, dtype=float, *, mesh=None, placements=None) -> DTensor:
+    return _filled("zeros", lambda s, d, xp: xp.zeros(s, d), shape, dtype, mesh, placements)
+
+
+def ones(shape, dtype=float, *, mesh=None, placements=None) -> DTensor:
+    return _filled("ones", lambda s, d, xp: xp.ones(s, d), shape, dtype, mesh, placements)
+
+
+def empty(shape, dtype=float, *, mesh=None, placements=None) -> DTensor:
+    return _filled("empty", lambda s, d, xp: xp.empty(s, d), shape, dtype, mesh, placements)
+
+
+def full(shape, fill_value, dtype=None, *, mesh=None, placements=None) -> DTensor:
+    dtype = np.asarray(fill_value).dtype if dtype is None else dtype
+    return _filled("full", lambda s, d, xp: xp.full(s, fill_value, d), shape, dtype, mesh,
+                   placements)
+
+
+def arange(start, stop=None, step=1, dtype=None, *, mesh=None, placements=None) -> DTensor:
+    """numpy's ``arange``; each rank computes ``start + step * i`` for its own indices."""
+    if stop is None:
+        start, stop = 0, start
+    dtype = np.result_type(start, stop, step) if dtype is None else np.dtype(dtype)
+    n = max(0, math.ceil((stop - start) / step))
+    spec = layout("arange", (n,), mesh, placements, dtype)
+    mesh = spec.mesh
+    (lo, hi), = local_bounds(spec.shape, mesh.shape, spec.placements, mesh.coordinate)
+    xp = array_module(mesh.device_type)
+    return DTensor((start + step * xp.arange(lo, hi)).astype(dtype), spec)
+
+
+@implements(np.linspace)
+def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis=0, *,
+             device=None):
+    """``np.linspace`` with DTensor bounds: the bounds are read (a collective, refused while
+    tracing) and the samples replicated on their mesh."""
+    modes.refuse_while_tracing("np.linspace of DTensor bounds")
+    mesh = next(b.device_mesh for b in (start, stop) if type(b) is DTensor)
+    start, stop = (to_host(b.full_tensor()) if type(b) is DTensor else b for b in (start, stop))
+    out = np.linspace(start, stop, num, endpoint, retstep, dtype, axis)
+    samples = to_device(out[0] if retstep else out, mesh.device_type)
+    spec = DTensorSpec(mesh, (Replicate(),) * mesh.ndim, samples.shape, samples.dtype)
+    return (DTensor(samples, spec), out[1]) if retstep else DTensor(samples, spec)
+
+
+def _like_layout(a: DTensor):
+    """A new tensor laid out like ``a``; Partial dims become Replicate (new values are whole)."""
+    return reduced(a.placements)
+
+
+def _like(a: DTensor, dtype, shape) -> dict:
+    same = shape is None
+    return dict(shape=a.shape if same else shape, dtype=a.dtype if dtype is None else dtype,
+                mesh=a.device_mesh, placements=_like_layout(a) if same else None)
+
+
+@implements(np.zeros_like)
+def zeros_like(a, dtype=None, order="K", subok=True, shape=None):
+    return zeros(**_like(a, dtype, shape))
+
+
+@implements(np.ones_like)
+def ones_like(a, dtype=None, order="K", subok=True, shape=None):
+    return ones(**_like(a, dtype, shape))
+
+
+@implements(np.empty_like)
+def empty_like(a, dtype=None, order="K", subok=True, shape=None):
+    return empty(**_like(a, dtype, shape))
+
+
+@implements(np.full_like)
+def full_like(a, fill_value, dtype=None, order="K", subok=True, shape=None):
+    return full(fill_value=fill_value, **_like(a, dtype, shape))
+
+
+# --- meshgrid and pad --------------------------------------------------------------------
+
+@implements(np.meshgrid)
+def meshgrid(*xi, copy=True, sparse=False, indexing="xy"):
+    if indexing not in ("xy", "ij"):
+        raise ValueError("Valid values for `indexing` are 'xy' and 'ij'.")
+    nd = len(xi)
+    shapes = [[1] * nd for _ in xi]
+    for i, x in enumerate(xi):
+        shapes[i][i] = int(np.size(x))
+    if indexing == "xy" and nd > 1:
+        shapes[0][0], shapes[0][1] = 1, shapes[0][0]
+        shapes[1][1], shapes[1][0] = 1, shapes[1][1]
+    out = [reshape(x, tuple(s)) if is_dtensor(x) else np.asanyarray(x).reshape(s)
+           for x, s in zip(xi, shapes)]
+    if not sparse:
+        full = np.broadcast_shapes(*(o.shape for o in out))
+        out = [broadcast_to(o, full) if is_dtensor(o) else np.broadcast_to(o, full) for o in out]
+    if copy:
+        out = [_copy(o) if is_dtensor(o) else o.copy() for o in out]
+    return tuple(out)

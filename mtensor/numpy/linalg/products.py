@@ -1,0 +1,154 @@
+"""numpy's vector and tensor products on DTensors: ``np.outer``, ``inner``, ``vdot``, ``kron``,
+``cross`` (and ``np.linalg.outer``/``cross``), written with pointwise ops and contractions, so
+they shard, differentiate and trace as those do.
+"""
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+from numpy.lib.array_utils import normalize_axis_index
+
+from ..util import is_dtensor, into_out, as_array, implements
+from ..shapes import expand_dims, getitem, moveaxis, ravel, reshape
+from ..joins import stack
+from ..util import run, refuse
+
+
+
+
+def _column(v, row=False):
+    flat = ravel(v)
+    key = (None, slice(None)) if row else (slice(None), None)
+    return getitem(flat, key) if is_dtensor(flat) else flat[key]
+
+
+@implements(np.outer)
+def outer(a, b, out=None):
+    return into_out(np.multiply(_column(a), _column(b, row=True)), out, "same_kind")
+
+
+@implements(np.linalg.outer)
+def linalg_outer(x1, x2, /):
+    if np.ndim(x1) != 1 or np.ndim(x2) != 1:
+        raise ValueError(f"Input arrays must be one-dimensional, but they are "
+                         f"x1.ndim={np.ndim(x1)} and x2.ndim={np.ndim(x2)}.")
+    return outer(x1, x2)
+
+
+@implements(np.inner)
+def inner(a, b):
+    a, b = as_array(a), as_array(b)
+    if a.ndim == 0 or b.ndim == 0:
+        return np.multiply(a, b)
+    return tensordot(a, b, axes=((a.ndim - 1,), (b.ndim - 1,)))
+
+
+@implements(np.vdot)
+def vdot(a, b):
+    a, b = as_array(a), as_array(b)
+    a = np.conj(a) if a.dtype.kind == "c" else a
+    return dot(ravel(a), ravel(b))
+
+
+def _expand(x, axes):
+    return expand_dims(x, axes) if is_dtensor(x) else np.expand_dims(x, axes)
+
+
+@implements(np.kron)
+def kron(a, b):
+    """``a[:, None, :, None, ...] * b[None, :, None, :, ...]`` merged pairwise (numpy's)."""
+    b = as_array(b)
+    a = as_array(a)
+    if a.ndim < b.ndim:
+        a = _expand(a, tuple(range(b.ndim - a.ndim)))
+    nda, ndb = a.ndim, b.ndim
+    if nda == 0 or ndb == 0:
+        return np.multiply(a, b)
+    nd = max(nda, ndb)
+    shape = tuple(x * y for x, y in zip((1,) * (ndb - nda) + a.shape,
+                                        (1,) * (nda - ndb) + b.shape))
+    a = _expand(_expand(a, tuple(range(ndb - nda))), tuple(range(1, 2 * nd, 2)))
+    b = _expand(_expand(b, tuple(range(nda - ndb))), tuple(range(0, 2 * nd, 2)))
+    prod = np.multiply(a, b)
+    return reshape(prod, shape) if is_dtensor(prod) else prod.reshape(shape)
+
+
+def _components(x, axis, dtype):
+    x = moveaxis(x, axis, -1) if is_dtensor(x) else np.moveaxis(x, axis, -1)
+    return [x[..., i].astype(dtype) for i in range(x.shape[-1])]
+
+
+@implements(np.cross)
+def cross(a, b, axisa=-1, axisb=-1, axisc=-1, axis=None):
+    """numpy's cross from the components' products (each a pointwise op)."""
+    if axis is not None:
+        axisa, axisb, axisc = (axis,) * 3
+    a, b = as_array(a), as_array(b)
+    if a.ndim < 1 or b.ndim < 1:
+        raise ValueError("At least one array has zero dimension")
+    dtype = np.promote_types(a.dtype, b.dtype)
+    ua = _components(a, normalize_axis_index(axisa, a.ndim, msg_prefix="axisa"), dtype)
+    ub = _components(b, normalize_axis_index(axisb, b.ndim, msg_prefix="axisb"), dtype)
+    if len(ua) not in (2, 3) or len(ub) not in (2, 3):
+        raise ValueError("incompatible dimensions for cross product\n"
+                         "(dimension must be 2 or 3)")
+    if len(ua) == 2 or len(ub) == 2:
+        warnings.warn("Arrays of 2-dimensional vectors are deprecated. Use arrays of "
+                      "3-dimensional vectors instead. (deprecated in NumPy 2.0)",
+                      DeprecationWarning, stacklevel=3)
+    z = ua[0] * ub[1] - ua[1] * ub[0]
+    if len(ua) == 2 and len(ub) == 2:
+        return z
+    if len(ua) == 2:
+        x, y = ua[1] * ub[2], -(ua[0] * ub[2])
+    elif len(ub) == 2:
+        x, y = -(ua[2] * ub[1]), ua[2] * ub[0]
+    else:
+        x, y = ua[1] * ub[2] - ua[2] * ub[1], ua[2] * ub[0] - ua[0] * ub[2]
+    parts = [p if is_dtensor(p) else np.asarray(p) for p in (x, y, z)]
+    cp = stack(parts, axis=-1) if any(is_dtensor(p) for p in parts) else np.stack(parts, -1)
+    axisc = normalize_axis_index(axisc, cp.ndim, msg_prefix="axisc")
+    return moveaxis(cp, -1, axisc) if is_dtensor(cp) else np.moveaxis(cp, -1, axisc)
+
+
+@implements(np.linalg.cross)
+def linalg_cross(x1, x2, /, *, axis=-1):
+    if x1.shape[axis] != 3 or x2.shape[axis] != 3:
+        raise ValueError(f"Both input arrays must be (arrays of) 3-dimensional vectors, but "
+                         f"they are {x1.shape[axis]} and {x2.shape[axis]} dimensional instead.")
+    return cross(x1, x2, axis=axis)
+
+
+__all__ = ["cross", "inner", "kron", "linalg_cross", "linalg_outer", "outer", "vdot"]
+
+
+# --- contractions ------------------------------------------------------------------------
+
+def matmul(a, b):
+    return run("matmul", (a, b))
+
+
+@implements(np.dot)
+def dot(a, b, out=None):
+    if np.ndim(a) == 0 or np.ndim(b) == 0:
+        return into_out(run("multiply", (a, b)), out, "same_kind")
+    return into_out(run("dot", (a, b)), out, "same_kind")
+
+
+@implements(np.tensordot)
+def tensordot(a, b, axes=2):
+    if isinstance(axes, (int, np.integer)):
+        pairs = (tuple(range(np.ndim(a) - axes, np.ndim(a))), tuple(range(axes)))
+    else:
+        pairs = tuple(tuple(np.atleast_1d(x).tolist()) for x in axes)
+    pairs = tuple(tuple(int(i) % n for i in p) for p, n in zip(pairs, (np.ndim(a), np.ndim(b))))
+    return run("tensordot", (a, b), pairs)
+
+
+@implements(np.einsum)
+def einsum(subscripts, *operands, out=None, optimize=False, **kwargs):
+    refuse("einsum", **kwargs)
+    if not isinstance(subscripts, str):
+        raise TypeError("einsum: give the subscripts as a string ('ij,jk->ik')")
+    return into_out(run("einsum", operands, (subscripts,)), out, "same_kind")

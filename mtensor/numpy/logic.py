@@ -1,0 +1,89 @@
+"""numpy's comparisons and statistics on DTensors: ``isclose``, ``allclose``,
+``array_equal``, ``array_equiv``, ``round``, ``real``, ``imag``, ``angle``, ``interp``,
+``count_nonzero``, ``ptp``, ``average``, ``cov``, ``corrcoef``, registered in the table of
+:mod:`numpy_api` (the ``nan*`` reductions: :mod:`numpy_nan`).
+
+Each is numpy's own formula written with DTensor ops (``where``, ``isnan``, ``sum``,
+``max``, ``dot``, ...), so it stays distributed wherever they do: a NaN-skipping sum is
+``sum(where(isnan(a), 0, a))``, a reduction of a split dim leaves partial terms that the
+next consumer reduces.  The functions that answer a Python bool (``allclose``,
+``array_equal``, ``array_equiv``) all-reduce one flag, so every rank gets the same answer;
+numpy's value checks (zero weights, all-NaN slices for ``nanargmax``) read values the
+same way.  ``nanmean``, ``nanvar``, ``nanmax``... give numpy's values for all-NaN slices
+without its warnings (a warning would cost a collective on every call)."""
+from __future__ import annotations
+import builtins
+import warnings
+import numpy as np
+from .util import implements
+from .reductions import all
+from .elementwise import astype
+from .util import is_dtensor
+from .util import SCALARS
+from .util import agreed
+
+
+# --- comparisons -------------------------------------------------------------------------
+
+def _inexact(y):
+    """isclose's ``y`` made inexact (no abs(MIN_INT) overflow)."""
+    if is_dtensor(y):
+        dt = np.result_type(y.dtype, 1.0)
+        return y if y.dtype == dt else astype(y, dt)
+    if isinstance(y, SCALARS):
+        return float(y) if isinstance(y, int) else y
+    y = np.asanyarray(y)
+    return y if y.dtype.kind == "m" else np.asanyarray(y, dtype=np.result_type(y, 1.0))
+
+
+@implements(np.isclose)
+def isclose(a, b, rtol=1.e-5, atol=1.e-8, equal_nan=False):
+    x, rtol, atol = (v if is_dtensor(v) or isinstance(v, SCALARS) else np.asanyarray(v)
+                     for v in (a, rtol, atol))
+    y = _inexact(b)
+    if not builtins.any(is_dtensor(t) for t in (atol, rtol)) and not (
+            np.all(np.isfinite(atol)) and np.all(np.isfinite(rtol))):
+        warnings.warn(f"One of rtol or atol is not valid, atol: {atol}, rtol: {rtol}",
+                      RuntimeWarning, stacklevel=2)
+    with np.errstate(invalid="ignore"):
+        result = (np.less_equal(np.abs(x - y), atol + rtol * np.abs(y)) & np.isfinite(y)
+                  | np.equal(x, y))
+        if equal_nan:
+            result = result | (np.isnan(x) & np.isnan(y))
+    return result
+
+
+@implements(np.allclose)
+def allclose(a, b, rtol=1.e-5, atol=1.e-8, equal_nan=False):
+    return agreed("np.allclose", all(isclose(a, b, rtol, atol, equal_nan)))
+
+
+def _arrays(a1, a2):
+    out = []
+    for x in (a1, a2):
+        out.append(x if is_dtensor(x) else np.asarray(x))
+    return out
+
+
+@implements(np.array_equal)
+def array_equal(a1, a2, equal_nan=False):
+    try:
+        a1, a2 = _arrays(a1, a2)
+    except (TypeError, ValueError):
+        return False
+    if a1.shape != a2.shape:
+        return False
+    same = np.equal(a1, a2)
+    if equal_nan and builtins.all(np.dtype(x.dtype).kind in "fc" for x in (a1, a2)):
+        same = same | (np.isnan(a1) & np.isnan(a2))
+    return agreed("np.array_equal", all(same))
+
+
+@implements(np.array_equiv)
+def array_equiv(a1, a2):
+    try:
+        a1, a2 = _arrays(a1, a2)
+        np.broadcast_shapes(a1.shape, a2.shape)
+    except (TypeError, ValueError):
+        return False
+    return agreed("np.array_equiv", all(np.equal(a1, a2)))

@@ -1,0 +1,53 @@
+"""numpy's operators, methods, attributes and protocols on DTensor, installed by
+``install(DTensor)``.
+
+Operators go straight to dispatch (no trip through numpy's override machinery); numpy's
+own functions reach the same handlers through ``__array_ufunc__``/``__array_function__``,
+and methods that are numpy functions of the array (``x.argsort()``, ``x.take(i)``) call
+them, so they work wherever the function does.  The in-place methods (``sort``,
+``partition``, ``fill``, ``flat[k] = v``) write into the DTensor in its own layout, as an
+item assignment, so views of it see the change.  Reading values (``item``, ``tolist``,
+``int(x)``) is a collective.  A name numpy arrays have and DTensors lack raises the
+TypeError of a numpy function without a rule.  Scalars and plain arrays mixed with
+DTensors are used as replicated values: they must hold the same value on every rank."""
+from __future__ import annotations
+from .writes import inplace
+from ..dispatch import dispatch
+
+_BINARY = {
+    "add": "add", "sub": "subtract", "mul": "multiply", "truediv": "divide",
+    "floordiv": "floor_divide", "mod": "remainder", "pow": "power", "and": "bitwise_and",
+    "or": "bitwise_or", "xor": "bitwise_xor", "lshift": "left_shift", "rshift": "right_shift",
+}
+_COMPARE = {"lt": "less", "le": "less_equal", "gt": "greater", "ge": "greater_equal",
+            "eq": "equal", "ne": "not_equal"}
+_UNARY = {"neg": "negative", "pos": "positive", "abs": "absolute", "invert": "invert"}
+
+
+def _binary(op):
+    return lambda self, other: dispatch(op, (self, other))
+
+
+def _inplace(op):
+    return lambda self, other: inplace.inplace(op, self, other)
+
+
+def _reflected(op):
+    return lambda self, other: dispatch(op, (other, self))
+
+
+def _unary(op):
+    return lambda self: dispatch(op, (self,))
+
+
+def install_operators(cls) -> None:
+    """Give ``cls`` (DTensor) numpy's arithmetic, comparison and unary operators, each
+    with its reflected and in-place forms."""
+    for name, op in _BINARY.items():
+        setattr(cls, f"__{name}__", _binary(op))
+        setattr(cls, f"__r{name}__", _reflected(op))
+        setattr(cls, f"__i{name}__", _inplace(op))
+    for name, op in _COMPARE.items():
+        setattr(cls, f"__{name}__", _binary(op))
+    for name, op in _UNARY.items():
+        setattr(cls, f"__{name}__", _unary(op))

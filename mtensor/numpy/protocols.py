@@ -1,0 +1,88 @@
+"""numpy's functions on DTensors: the table behind ``__array_function__`` and
+``__array_ufunc__`` (NEP 18, NEP 13), also exported as ``mt.sum``, ``mt.matmul``, ...
+
+Each handler turns numpy's arguments into an op name, operands and hashable static params
+and hands them to :func:`dispatch.dispatch`.  Arguments mtensor cannot honour (``out=``,
+``where=``, advanced indexing) raise ``TypeError`` saying so; nothing is silently ignored."""
+from __future__ import annotations
+import builtins
+import numpy as np
+from .. import dispatch as _dispatch
+from .writes import inplace
+from ..dtensor import DTensor
+from ..ops import user_rules
+from . import util
+from ..dispatch import dispatch
+from .linalg.products import matmul
+from .ufunc_methods import UFUNC_METHODS
+from .util import HANDLED, axis_arg, dtype_arg, run, refuse
+
+
+# --- ufuncs ------------------------------------------------------------------------------
+
+_UFUNC_REDUCTIONS = {"add": "sum", "multiply": "prod", "maximum": "max", "minimum": "min",
+                     "logical_or": "any", "logical_and": "all"}
+
+
+def apply_ufunc(ufunc, method, inputs, kwargs):
+    """``__array_ufunc__``: elementwise calls (``out=`` included), ``reduce`` for the
+    reductions above, ``at``, and the methods :mod:`numpy_scans` registers."""
+    if not kwargs and method == "__call__" and ufunc.signature is None:
+        return _dispatch.dispatch(ufunc.__name__, inputs)
+    if method == "at":
+        return inplace.ufunc_at(ufunc, *inputs)
+    out = kwargs.pop("out", None)
+    if out is not None and builtins.all(o is None for o in out):
+        out = None
+    where = kwargs.pop("where", True)
+    refuse(f"{ufunc.__name__}", where=None if where is True else where)
+    if out is not None:
+        casting = kwargs.pop("casting", "same_kind")
+        if (method == "__call__" and ufunc.nout == 1 and ufunc.signature is None
+                and type(out[0]) is DTensor and casting == "same_kind"):
+            if "dtype" in kwargs:
+                kwargs["dtype"] = dtype_arg(kwargs["dtype"])
+            return inplace.call_into(ufunc.__name__, inputs, tuple(sorted(kwargs.items())),
+                                    out[0], ufunc)
+        return inplace.write_out(apply_ufunc(ufunc, method, inputs, kwargs), out, casting)
+    if method == "reduce" and ufunc.__name__ in _UFUNC_REDUCTIONS:
+        axis = kwargs.pop("axis", 0)
+        refuse(f"{ufunc.__name__}.reduce", **{k: v for k, v in kwargs.items()
+                                              if k not in ("dtype", "keepdims")})
+        name = _UFUNC_REDUCTIONS[ufunc.__name__]
+        dtype = dtype_arg(kwargs.get("dtype")) if name in ("sum", "prod") else None
+        return run(name, inputs, (axis_arg(axis), bool(kwargs.get("keepdims", False)), dtype))
+    handler = UFUNC_METHODS.get(method)   # outer, reduce, accumulate, reduceat
+    if handler is not None:                     # of any binary ufunc (numpy_scans)
+        return handler(ufunc, inputs, kwargs)
+    if method != "__call__":
+        raise TypeError(f"{ufunc.__name__}.{method}: not supported on DTensors; call "
+                        f"full_tensor() or to_local() and use numpy directly")
+    if ufunc is np.matmul:
+        refuse("matmul", **kwargs)
+        return matmul(*inputs)
+    if ufunc.signature is not None:
+        raise TypeError(f"{ufunc.__name__}: mtensor has no sharding rule for this op; call "
+                        f"full_tensor() or to_local() and use numpy directly")
+    if "dtype" in kwargs:
+        kwargs["dtype"] = dtype_arg(kwargs["dtype"])
+    return run(ufunc.__name__, inputs, tuple(sorted(kwargs.items())))
+
+
+def array_function(self, func, types, args, kwargs):
+    route = user_rules.ROUTES.get(func)   # an op taught by mt.register_sharding
+    if route is not None:
+        return dispatch(*route.split(args, kwargs))   # name, operands, params, cache
+    handler = util.HANDLED.get(func)
+    if handler is None:
+        raise TypeError(f"{func.__module__}.{func.__name__}: mtensor has no sharding rule for "
+                        f"this function; call full_tensor() to compute on the whole array, or "
+                        f"to_local() for this rank's block")
+    return handler(*args, **kwargs)
+
+
+def array_ufunc(self, ufunc, method, *inputs, **kwargs):
+    route = user_rules.ROUTES.get(ufunc) if method == "__call__" else None
+    if route is not None:
+        return dispatch(*route.split(inputs, kwargs))   # name, operands, params, cache
+    return apply_ufunc(ufunc, method, inputs, kwargs)

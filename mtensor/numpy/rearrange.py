@@ -1,0 +1,69 @@
+"""numpy's joins and tiling on DTensors (``vstack``, ``hstack``, ``dstack``, ``column_stack``,
+``atleast_*d``, ``append``, ``flip``, ``roll``, ``repeat``, ``tile``, ``meshgrid``, ``pad``),
+registered in the table of :mod:`numpy_api`; :mod:`numpy_diag` adds the diagonal family.
+
+Each is written as a composition of ops mtensor already has (views, ``concatenate``,
+``broadcast_to``, ``reshape``, ``copy``), so each inherits their sharding rules and never
+gathers more than they do: a dim the function leaves alone keeps its split, a dim it joins,
+rolls or pads is made whole (the join rule's need), a reversed or sliced split dim goes the
+way of ``x[::-1]`` (gathered, or left as partial terms, as the cost model picks).  Arguments
+that cannot be honoured raise ``TypeError`` naming the function and the argument."""
+from __future__ import annotations
+import numpy as np
+from numpy.lib.array_utils import normalize_axis_tuple
+from .elementwise import copy as _copy
+from .util import implements
+from .shapes import getitem, ravel, reshape
+from .joins import concatenate
+from .util import refuse_dtensor_args
+
+
+# --- flips and rolls ---------------------------------------------------------------------
+
+def _flipped(m, axes):
+    return getitem(m, tuple(slice(None, None, -1) if d in axes else slice(None)
+                            for d in range(m.ndim)))
+
+
+@implements(np.flip)
+def flip(m, axis=None):
+    refuse_dtensor_args("flip", axis=axis)
+    return _flipped(m, range(m.ndim) if axis is None else normalize_axis_tuple(axis, m.ndim))
+
+
+@implements(np.fliplr)
+def fliplr(m):
+    if m.ndim < 2:
+        raise ValueError("Input must be >= 2-d.")
+    return _flipped(m, (1,))
+
+
+@implements(np.flipud)
+def flipud(m):
+    if m.ndim < 1:
+        raise ValueError("Input must be >= 1-d.")
+    return _flipped(m, (0,))
+
+
+@implements(np.roll)
+def roll(a, shift, axis=None):
+    """numpy's ``roll``: along each rolled axis, the concatenation of two slices."""
+    refuse_dtensor_args("roll", shift=shift, axis=axis)
+    if axis is None:
+        return reshape(roll(ravel(a), shift, 0), a.shape)
+    axes = normalize_axis_tuple(axis, a.ndim, allow_duplicate=True)
+    pairs = np.broadcast(shift, axes)
+    if pairs.ndim > 1:
+        raise ValueError("'shift' and 'axis' should be scalars or 1D sequences")
+    shifts = dict.fromkeys(range(a.ndim), 0)
+    for sh, ax in pairs:
+        shifts[int(ax)] += int(sh)
+    out = a
+    for ax, s in shifts.items():
+        n = a.shape[ax]
+        s %= n or 1
+        if s:
+            head = tuple(slice(n - s, None) if d == ax else slice(None) for d in range(a.ndim))
+            tail = tuple(slice(None, n - s) if d == ax else slice(None) for d in range(a.ndim))
+            out = concatenate([getitem(out, head), getitem(out, tail)], axis=ax)
+    return _copy(out) if out is a else out

@@ -1,0 +1,113 @@
+"""numpy's joins and tiling on DTensors (``vstack``, ``hstack``, ``dstack``, ``column_stack``,
+``atleast_*d``, ``append``, ``flip``, ``roll``, ``repeat``, ``tile``, ``meshgrid``, ``pad``),
+registered in the table of :mod:`numpy_api`; :mod:`numpy_diag` adds the diagonal family.
+
+Each is written as a composition of ops mtensor already has (views, ``concatenate``,
+``broadcast_to``, ``reshape``, ``copy``), so each inherits their sharding rules and never
+gathers more than they do: a dim the function leaves alone keeps its split, a dim it joins,
+rolls or pads is made whole (the join rule's need), a reversed or sliced split dim goes the
+way of ``x[::-1]`` (gathered, or left as partial terms, as the cost model picks).  Arguments
+that cannot be honoured raise ``TypeError`` naming the function and the argument."""
+from __future__ import annotations
+import numpy as np
+from numpy.lib.array_utils import normalize_axis_index
+from .elementwise import copy as _copy
+from .util import implements
+from .shapes import broadcast_to, expand_dims, ravel, reshape
+from .joins import concatenate
+from .util import refuse_dtensor_args, unsupported
+
+
+# --- repeat and tile: broadcast a new axis, copy, merge it in ----------------------------
+
+def _count(name, arg, value) -> int:
+    v = np.asarray(value)
+    if v.dtype.kind not in "iub":
+        raise TypeError(f"{name}: argument {arg} must be integers, not {v.dtype}")
+    return int(v.reshape(()))
+
+
+def _merged(b, shape):
+    """``b`` (a broadcast) copied into fresh blocks, then reshaped: never a view of the
+    read-only broadcast, whatever block each rank holds."""
+    return reshape(_copy(b), shape)
+
+
+@implements(np.repeat)
+def repeat(a, repeats, axis=None):
+    refuse_dtensor_args("repeat", repeats=repeats, axis=axis)
+    if np.size(repeats) != 1:
+        unsupported("repeat", "repeats", "as one count per element")
+    r = _count("repeat", "repeats", repeats)
+    if r < 0:
+        raise ValueError("repeat: negative dimensions are not allowed")
+    if axis is None or a.ndim == 0:    # numpy treats a 0-d array as 1-d here
+        a, axis = ravel(a), 0 if axis is None else axis
+    axis = normalize_axis_index(axis, a.ndim)
+    s = a.shape
+    b = broadcast_to(expand_dims(a, axis + 1), s[:axis + 1] + (r,) + s[axis + 1:])
+    return _merged(b, s[:axis] + (s[axis] * r,) + s[axis + 1:])
+
+
+@implements(np.tile)
+def tile(A, reps):
+    try:
+        tup = tuple(reps)
+    except TypeError:
+        tup = (reps,)
+    refuse_dtensor_args("tile", reps=tup)
+    tup = tuple(_count("tile", "reps", t) for t in tup)
+    if any(t < 0 for t in tup):
+        raise ValueError("tile: negative dimensions are not allowed")
+    c = A
+    if c.ndim < len(tup):
+        c = reshape(c, (1,) * (len(tup) - c.ndim) + c.shape)
+    tup = (1,) * (c.ndim - len(tup)) + tup
+    if all(t == 1 for t in tup):
+        return _copy(c)
+    nd = c.ndim
+    wide = expand_dims(c, tuple(range(0, 2 * nd, 2)))
+    b = broadcast_to(wide, tuple(x for pair in zip(tup, c.shape) for x in pair))
+    return _merged(b, tuple(t * n for t, n in zip(tup, c.shape)))
+
+
+def _pairs(x, ndim, as_index=False):
+    x = np.asarray(x)
+    if as_index:
+        if x.dtype.kind not in "iu":
+            raise TypeError("`pad_width` must be of integral type.")
+        if x.size and x.min() < 0:
+            raise ValueError("index can't contain negative values")
+    return np.broadcast_to(x, (ndim, 2)).tolist()
+
+
+@implements(np.pad)
+def pad(array, pad_width, mode="constant", **kwargs):
+    """``mode='constant'`` only: along each padded axis, a join with constant slabs (a
+    split axis is made whole by the join; the others keep their split)."""
+    if callable(mode) or mode != "constant":
+        unsupported("pad", "mode", f"({mode!r}; only mode='constant' is)")
+    unknown = set(kwargs) - {"constant_values"}
+    if unknown:
+        raise ValueError(f"unsupported keyword arguments for mode 'constant': {unknown}")
+    values = kwargs.get("constant_values", 0)
+    refuse_dtensor_args("pad", pad_width=pad_width, constant_values=values)
+    if isinstance(pad_width, dict):
+        seq = [(0, 0)] * array.ndim
+        for ax, w in pad_width.items():
+            seq[ax] = (w, w) if isinstance(w, int) else tuple(w)
+        pad_width = seq
+    widths, values = _pairs(pad_width, array.ndim, True), _pairs(values, array.ndim)
+    out = array
+    for ax in range(array.ndim):
+        parts = [out]
+        for end, (width, value) in enumerate(zip(widths[ax], values[ax])):
+            if width:
+                shape = out.shape[:ax] + (width,) + out.shape[ax + 1:]
+                slab = np.full(shape, value, dtype=array.dtype)
+                parts.insert(0 if end == 0 else len(parts), slab)
+        if len(parts) > 1:
+            out = concatenate(parts, axis=ax)
+    return _copy(out) if out is array else out
+
+

@@ -1,0 +1,100 @@
+"""ufunc methods on DTensors beyond ``__call__``: ``outer``, ``reduce`` of any binary ufunc,
+``accumulate`` (a distributed scan), ``reduceat`` (the axis gathered), and ``np.cumsum``,
+``np.cumprod``, ``np.nancumsum``, ``np.nancumprod``.  ``apply_ufunc`` in :mod:`numpy_api`
+finds the methods in ``HANDLED`` under ``("ufunc", method)``, registered here (so numpy_api
+need not import this module).
+
+The scan along a split axis, for associative ufuncs (``ops.ufunc_methods.SCANNABLE``)::
+
+    local   = ufunc_accumulate(a)           each rank scans its own block (no communication)
+    totals  = scan_totals(local)            each block's last slice: (nblocks, ...) sharded
+    totals  = totals.redistribute(gathered) the planner's all-gather of those small totals
+    result  = scan_apply(local, totals)     block k: fold(totals[j], j < k) op local
+
+Only the totals move: one slice per block, never the blocks themselves.
+
+``np.diff``, ``np.ediff1d``, ``np.gradient`` and ``np.convolve`` along a split axis exchange
+halos
+(:mod:`ops.halo`): each block's first and last few slices are all-gathered, and each rank
+computes its output block from its own block and those edges."""
+from __future__ import annotations
+import numpy as np
+from ..dtensor import DTensor
+from .util import axis_arg, dtype_arg, run, as_array, implements, refuse
+from .shapes import expand_dims
+from ..ops.ufunc_methods import gathered, scan_mesh_dims
+
+
+
+def outer(ufunc, inputs, kwargs):
+    """``ufunc.outer(a, b)``: ``ufunc(a[..., None, ..., None], b)``, sharded pointwise."""
+    if ufunc.nin != 2:
+        raise ValueError(f"{ufunc.__name__}.outer: outer product only supported for binary "
+                         f"functions")
+    if ufunc.signature is not None:
+        raise TypeError(f"{ufunc.__name__}.outer: not supported on DTensors; call "
+                        f"full_tensor() or to_local() and use numpy directly")
+    a, b = (as_array(x) for x in inputs)
+    new = tuple(range(a.ndim, a.ndim + b.ndim))
+    if new:
+        a = expand_dims(a, new) if type(a) is DTensor else a.reshape(a.shape + (1,) * b.ndim)
+    return ufunc(a, b, **kwargs)     # a DTensor is among them: back through __array_ufunc__
+
+
+def reduce(ufunc, inputs, kwargs):
+    """``ufunc.reduce`` for any binary ufunc: the reduced dims are gathered, each rank
+    reduces its block with numpy."""
+    (a,) = inputs
+    axis = kwargs.pop("axis", 0)
+    dtype = dtype_arg(kwargs.pop("dtype", None))
+    keepdims = bool(kwargs.pop("keepdims", False))
+    initial = kwargs.pop("initial", np._NoValue)
+    refuse(f"{ufunc.__name__}.reduce", initial=initial, **kwargs)
+    return run("ufunc_reduce", (a,), (ufunc.__name__, axis_arg(axis), keepdims, dtype))
+
+
+def accumulate(ufunc, inputs, kwargs):
+    """``ufunc.accumulate(a, axis=0, dtype=None)``: a distributed scan where the axis is
+    split (associative ufuncs), else a scan of the gathered axis."""
+    (a,) = inputs
+    axis = kwargs.pop("axis", 0)
+    dtype = dtype_arg(kwargs.pop("dtype", None))
+    refuse(f"{ufunc.__name__}.accumulate", **kwargs)
+    if not isinstance(axis, (int, np.integer)):
+        raise TypeError(f"{ufunc.__name__}.accumulate: axis must be an int, got {axis!r}")
+    return scan(ufunc.__name__, a, int(axis), dtype)
+
+
+def scan(name, a, axis, dtype):
+    local = run("ufunc_accumulate", (a,), (name, axis, dtype))
+    axis %= max(local.ndim, 1)
+    mesh = local.device_mesh
+    dims = scan_mesh_dims(local.placements, axis)
+    if all(mesh.shape[i] == 1 for i in dims):
+        return local
+    totals = run("scan_totals", (local,), (axis,))
+    totals = totals.redistribute(mesh, gathered(totals.placements, axis))
+    return run("scan_apply", (local, totals), (name, axis))
+
+
+def reduceat(ufunc, inputs, kwargs):
+    """``ufunc.reduceat(a, indices, axis=0, dtype=None)`` with plain integer indices: the
+    axis is gathered and each rank reduces its block's slices with numpy."""
+    a, indices = inputs
+    axis = kwargs.pop("axis", 0)
+    dtype = dtype_arg(kwargs.pop("dtype", None))
+    refuse(f"{ufunc.__name__}.reduceat", **kwargs)
+    if type(indices) is DTensor:
+        raise TypeError(f"{ufunc.__name__}.reduceat: DTensor indices are not supported; "
+                        f"pass a list or numpy array of ints")
+    if type(a) is not DTensor:
+        raise TypeError(f"{ufunc.__name__}.reduceat: the array is not a DTensor")
+    indices = tuple(int(i) for i in np.asarray(indices).ravel())
+    if not isinstance(axis, (int, np.integer)):
+        raise TypeError(f"{ufunc.__name__}.reduceat: axis must be an int, got {axis!r}")
+    return run("ufunc_reduceat", (a,), (ufunc.__name__, indices, int(axis), dtype))
+
+
+# the ufunc methods beyond __call__, by name: ``protocols.apply_ufunc`` looks them up
+UFUNC_METHODS = {"outer": outer, "reduce": reduce, "accumulate": accumulate,
+                 "reduceat": reduceat}
