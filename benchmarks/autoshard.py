@@ -18,12 +18,12 @@ import time
 
 import numpy as np
 from mpi4py import MPI
+from mtensor_side import time_sides
 
 import mtensor as mt
 from mtensor import Replicate, Shard
 from mtensor.autoshard.record import record
 from mtensor.autoshard.search import search
-from mtensor_side import time_sides
 
 BATCH = [Shard(0), Replicate()]
 

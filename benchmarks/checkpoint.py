@@ -25,10 +25,10 @@ import time
 
 import numpy as np
 from mpi4py import MPI
+from tables import emit
 
 import mtensor as mt
 from mtensor import checkpoint
-from tables import emit
 
 WORLD = MPI.COMM_WORLD
 

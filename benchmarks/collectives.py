@@ -17,12 +17,19 @@ import argparse
 import json
 import os
 
+from dispatch_vs_torch import init_torch
 from mpi4py import MPI
+from redistribute_vs_mpi4py import (
+    KINDS,
+    SIZES,
+    _case,
+    median_sides,
+    pack_columns,
+    reps_for,
+    size_label,
+)
 
 import mtensor as mt
-from dispatch_vs_torch import init_torch
-from redistribute_vs_mpi4py import (KINDS, SIZES, _case, median_sides, pack_columns,
-                                    reps_for, size_label)
 
 QUICK_SIZES = [1 << 10, 1 << 14, 1 << 17]  # 1, 16, 128 KiB
 SIDES = ("mtensor", "mpi4py", "gloo")

@@ -18,9 +18,9 @@ import time
 
 import numpy as np
 from mpi4py import MPI
+from tables import emit
 
 import mtensor as mt
-from tables import emit
 
 COMM = MPI.COMM_WORLD
 

@@ -13,9 +13,9 @@ import time
 
 import numpy as np
 from mpi4py import MPI
+from tables import emit
 
 import mtensor as mt
-from tables import emit
 
 SETTINGS = {"off": (False, None), "checks": (True, None), "timeout": (False, 60.0)}
 

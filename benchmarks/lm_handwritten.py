@@ -38,8 +38,9 @@ from mpi4py import MPI
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
 import lm_model  # noqa: E402  (examples/ is not a package)
-import mtensor as mt  # noqa: E402
 from tables import emit  # noqa: E402
+
+import mtensor as mt  # noqa: E402
 
 GELU_C = math.sqrt(2 / math.pi)
 LOSS_RTOL, GRAD_RTOL = 1e-10, 1e-8

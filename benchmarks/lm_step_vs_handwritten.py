@@ -31,12 +31,12 @@ import argparse  # noqa: E402  (the thread settings above must precede numpy)
 from collections import Counter  # noqa: E402
 
 import numpy as np  # noqa: E402
-from mpi4py import MPI  # noqa: E402
-
-import mtensor as mt  # noqa: E402
 from lm_handwritten import lm_model, make_step  # noqa: E402
+from mpi4py import MPI  # noqa: E402
 from mtensor_side import mtensor_side, step_mesh, time_sides  # noqa: E402
 from tables import emit  # noqa: E402
+
+import mtensor as mt  # noqa: E402
 
 LOSS_RTOL, GRAD_RTOL = 1e-10, 1e-8
 SIDES = ("mtensor", "compiled", "hand", "torch")

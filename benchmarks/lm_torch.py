@@ -46,7 +46,11 @@ from mpi4py import MPI  # noqa: E402
 from torch import nn  # noqa: E402
 from torch.distributed.tensor import DTensor, Replicate, Shard, init_device_mesh  # noqa: E402
 from torch.distributed.tensor.parallel import (  # noqa: E402
-    ColwiseParallel, RowwiseParallel, loss_parallel, parallelize_module)
+    ColwiseParallel,
+    RowwiseParallel,
+    loss_parallel,
+    parallelize_module,
+)
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples"))
 import lm_model  # noqa: E402

@@ -16,10 +16,10 @@ import argparse  # noqa: E402  (the thread settings above must precede numpy)
 import time  # noqa: E402
 
 import numpy as np  # noqa: E402
+from lm_handwritten import lm_model  # noqa: E402
 from mpi4py import MPI  # noqa: E402
 
 import mtensor as mt  # noqa: E402
-from lm_handwritten import lm_model  # noqa: E402
 
 
 def main():

@@ -18,10 +18,10 @@ import json
 
 import numpy as np
 from mpi4py import MPI
+from mtensor_side import mtensor_side, step_mesh, time_sides
 
 import mtensor as mt
 from mtensor import Replicate, Shard
-from mtensor_side import mtensor_side, step_mesh, time_sides
 
 
 def mlp_loss(params, x, t, tanh=np.tanh):
@@ -78,7 +78,9 @@ def make_dtensor_step(p, x, t, mesh, comm):
     torch, tmesh = init_torch(comm, mesh.shape, ("dp", "tp"))
     if torch is None:
         return None
-    from torch.distributed.tensor import Replicate as TR, Shard as TS, distribute_tensor
+    from torch.distributed.tensor import Replicate as TR
+    from torch.distributed.tensor import Shard as TS
+    from torch.distributed.tensor import distribute_tensor
 
     col, row = [TR(), TS(1)], [TR(), TS(0)]
     P = {k: distribute_tensor(torch.from_numpy(v), tmesh, col if k[0] == "a" else row)

@@ -244,7 +244,8 @@ def main():
             for i in range(first, args.steps):
                 print(f"loss {i + 1} {losses[i]:.17g}")
         mode = "compiled" if args.compile else "eager"
-        print(f"mesh {shape} (dp x tp) on {args.device} ({'/'.join(mesh.backends)}), {mode}, {args.steps} steps of batch {args.batch}: "
+        print(f"mesh {shape} (dp x tp) on {args.device} ({'/'.join(mesh.backends)}), {mode}, "
+              f"{args.steps} steps of batch {args.batch}: "
               f"loss {losses[0]:.4f} -> {losses[-1]:.4f}, held-out accuracy {accuracy:.3f}")
         if len(set(mesh.nodes)) > 1:         # which mesh dims stay inside a node
             print(repr(mesh))

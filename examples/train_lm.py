@@ -32,14 +32,14 @@ import os
 import sysconfig
 import time
 
+import lm_model as lm
 import numpy as np
 from mpi4py import MPI
 from tqdm import tqdm
+from train import add_mesh_flag, default_mesh, mesh_shape
 
 import mtensor as mt
 from mtensor import Replicate, Shard
-import lm_model as lm
-from train import add_mesh_flag, default_mesh, mesh_shape
 
 TRAIN_FILES = ("argparse.py", "difflib.py", "functools.py", "heapq.py", "inspect.py",
                "statistics.py", "textwrap.py")

@@ -7,15 +7,18 @@ specs, so it is decided once per signature and cached as a ``Decision``: a repea
 looks the signature up, runs the bound redistribution programs (none when the layouts
 already fit), calls the kernel on the local blocks and wraps the result."""
 from __future__ import annotations
+
 import cmath
+
 import numpy as np
+
 from . import modes
+from .cost import model as cost
 from .device.arrays import is_block, to_device
-from .dtensor import DTensor, redistribution, guarded
+from .dtensor import DTensor, guarded, redistribution
 from .ops import RULES, OpCall, Operand, choose
 from .ops.pointwise import PARTIAL_ALGEBRA
 from .placement import Partial, Replicate, local_slices
-from .cost import model as cost
 from .spec import DTensorSpec, check_same_mesh
 
 _SCALARS = (int, float, complex, bool)

@@ -7,22 +7,16 @@ specs, so it is decided once per signature and cached as a ``Decision``: a repea
 looks the signature up, runs the bound redistribution programs (none when the layouts
 already fit), calls the kernel on the local blocks and wraps the result."""
 from __future__ import annotations
+
 import numpy as np
+
 from . import modes, views
-from .device.arrays import is_block
 from .comm import guard
+from .decide import Decision, current_model, decide, decided_with, decision_for, direct_into
+from .device.arrays import is_block
 from .dtensor import DTensor
 from .placement import Partial
 from .spec import fmt_placements as fmt
-from .decide import Decision, current_model, decide, direct_into, decided_with, decision_for
-
-
-
-
-
-
-
-
 
 
 def dispatch(name: str, operands, params=(), cache: bool = True, keep=None):

@@ -15,9 +15,9 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from .device import arrays as device
 from . import modes, views
 from .comm import guard
+from .device import arrays as device
 from .placement import (
     Placement,
     Replicate,
@@ -30,8 +30,8 @@ from .placement import (
 from .redistribute.execute import bind_program
 from .spec import (
     DTensorSpec,
-    check_local_shapes,
     check_dtype,
+    check_local_shapes,
     check_placements,
     check_same_mesh,
     check_shape,

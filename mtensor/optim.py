@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .pytree import flatten
 from .modes import effect
+from .pytree import flatten
 
 
 def _pairs(params, grads):

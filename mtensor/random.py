@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .numpy.creation import layout
 from .device.arrays import array_module
 from .dtensor import DTensor
+from .numpy.creation import layout
 from .placement import local_bounds
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)

@@ -6,7 +6,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from test_mpi_suites import finish
 
 ROOT = Path(__file__).resolve().parent.parent

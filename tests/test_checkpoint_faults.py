@@ -15,7 +15,6 @@ import tempfile
 
 import numpy as np
 import pytest
-
 from test_mpi_suites import finish, mpiexec
 
 pytest.importorskip("zarr")

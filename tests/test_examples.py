@@ -6,7 +6,6 @@ import sys
 
 import numpy as np
 import pytest
-
 from test_mpi_suites import ROOT, run_under_mpi
 
 

@@ -4,7 +4,6 @@ import subprocess
 import sys
 
 import pytest
-
 from test_mpi_suites import ROOT
 
 

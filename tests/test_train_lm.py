@@ -4,7 +4,6 @@ import sys
 
 import numpy as np
 import pytest
-
 from test_mpi_suites import ROOT, run_under_mpi
 
 sys.path.insert(0, str(ROOT / "examples"))

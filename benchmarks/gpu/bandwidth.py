@@ -18,8 +18,8 @@ import numpy as np
 from mpi4py import MPI
 
 import mtensor as mt
-from mtensor.device import arrays as device
 from mtensor.comm import select
+from mtensor.device import arrays as device
 
 WORLD = MPI.COMM_WORLD
 

@@ -103,7 +103,19 @@ def report(results, rate, command) -> str:
         "blocking collective (the compute baseline runs each rank alone), hence `hidden "
         "blocking` < 0.  saved by overlap = (t_blocking - t_compiled) / t_comm: the same "
         "buckets with and without overlap.  Hidden is from median times, in brackets from min times (the least "
-        "disturbed rep: the machine is shared).  `predicted` is `mt.explain`'s estimate after `mt.calibrate(mesh, repeats=25)` on the link (the README's \"What mt.explain predicts\"), with compute timed in rank 0's latest replays; `off` is hidden compiled minus predicted, in points.  `paired` is the median over reps of each rep's own hidden share (the compiled step against the compute-alone run of the same rep: slow drifts of the shared machine cancel).  `waiting` is the median time a compiled replay spends outside its compute nodes (starting, waiting, blocking: read from the replay's own spans during the timed reps, the larger rank's), and `hidden by waits` = 1 - waiting / t_comm: the same share without the noisy compute-alone baseline (it does not charge the step for compute slowed by transfers); its `predicted` is 1 - the model's summed waits / communication.  The last bucket has no compute left to hide behind (the optimizer step waits for it), so at most 1 - last bucket / all buckets can be hidden.", "",
+        "disturbed rep: the machine is shared).  `predicted` is `mt.explain`'s estimate after "
+        "`mt.calibrate(mesh, repeats=25)` on the link (the README's \"What mt.explain "
+        "predicts\"), with compute timed in rank 0's latest replays; `off` is hidden compiled "
+        "minus predicted, in points.  `paired` is the median over reps of each rep's own hidden"
+        " share (the compiled step against the compute-alone run of the same rep: slow drifts "
+        "of the shared machine cancel).  `waiting` is the median time a compiled replay spends "
+        "outside its compute nodes (starting, waiting, blocking: read from the replay's own "
+        "spans during the timed reps, the larger rank's), and `hidden by waits` = 1 - waiting /"
+        " t_comm: the same share without the noisy compute-alone baseline (it does not charge "
+        "the step for compute slowed by transfers); its `predicted` is 1 - the model's summed "
+        "waits / communication.  The last bucket has no compute left to hide behind (the "
+        "optimizer step waits for it), so at most 1 - last bucket / all buckets can be "
+        "hidden.", "",
     ]
     for res in results:
         t, h = res["times"], res["hidden"]

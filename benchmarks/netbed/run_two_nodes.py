@@ -19,7 +19,6 @@ sys.path.insert(0, str(HERE))
 import netns  # noqa: E402
 from run import ready, run_once  # noqa: E402
 
-
 # flat algorithms of MPICH that do not follow the nodes, per launch (a ring crosses the link
 # on every step; recursive doubling sends the whole buffer at each of its steps)
 FLAT_ALGORITHMS = {

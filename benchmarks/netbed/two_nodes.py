@@ -31,11 +31,12 @@ import numpy as np
 from mpi4py import MPI
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from mtensor_side import mtensor_side, time_sides  # noqa: E402
+from train_step_vs_handwritten import mlp_loss  # noqa: E402
+
 import mtensor as mt  # noqa: E402
 from mtensor import Partial, Replicate, Shard  # noqa: E402
 from mtensor.mesh.device_mesh import FAKE_NODES  # noqa: E402
-from mtensor_side import mtensor_side, time_sides  # noqa: E402
-from train_step_vs_handwritten import mlp_loss  # noqa: E402
 
 
 def placed(mesh, **by_name):

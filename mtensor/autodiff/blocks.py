@@ -13,9 +13,9 @@ import zlib
 
 import numpy as np
 
-from ..device import arrays as device
 from .. import modes
 from ..comm import guard
+from ..device import arrays as device
 from ..dtensor import DTensor, own_block
 from ..placement import Replicate
 from ..spec import DTensorSpec, fmt_placements

@@ -13,10 +13,10 @@ from dataclasses import dataclass
 from typing import Dict, List, Set, Tuple
 
 from .. import modes, views
-from . import vjps, vjps_numpy
 from ..dtensor import DTensor
 from ..placement import Replicate, reduced
 from ..spec import DTensorSpec, check_placements
+from . import vjps, vjps_numpy
 
 # op name -> vjp(j, cotangent, output, operands, params): the cotangent of operand j; the
 # escape hatches (blocks, custom_vjp, local_map) add theirs

@@ -4,12 +4,15 @@ Each rule maps the output's cotangent ``g`` to one operand's, with numpy's globa
 semantics; placements never appear, so the sharding rules and the cost model choose every
 backward collective, exactly as they choose the forward's."""
 from __future__ import annotations
+
 import math
+
 import numpy as np
-from ..ops.contraction import einsum_form
-from ..ops.registry import Operand, OpCall, normalize_axes
-from ..placement import reduced
+
 from ..dispatch import dispatch
+from ..ops.contraction import einsum_form
+from ..ops.registry import OpCall, Operand, normalize_axes
+from ..placement import reduced
 
 # op name -> vjp(j, cotangent, output, operands, params): the cotangent of operand j
 VJPS: dict = {}

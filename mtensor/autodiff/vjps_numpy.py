@@ -4,13 +4,15 @@ Each rule maps the output's cotangent ``g`` to one operand's, with numpy's globa
 semantics; placements never appear, so the sharding rules and the cost model choose every
 backward collective, exactly as they choose the forward's."""
 from __future__ import annotations
+
 import numpy as np
+
 from .. import modes
 from ..dtensor import DTensor, asnumpy
+from ..numpy.creation import zeros
 from ..ops.plans.indexing import plain_key
 from ..placement import reduced
 from .vjps import pointwise_vjp
-from ..numpy.creation import zeros
 
 # op name -> vjp(j, cotangent, output, operands, params): the cotangent of operand j
 VJPS: dict = {}

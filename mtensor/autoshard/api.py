@@ -26,9 +26,9 @@ from ..dtensor import DTensor, distribute_tensor, guarded
 from ..placement import Replicate
 from ..pytree import NAMESPACE
 from ..spec import check_target_placements
+from .bill import bill
 from .plan import Plan
 from .record import record
-from .bill import bill
 from .search import diagnose_pins, search
 from .solve import EXACT_LIMIT
 

@@ -106,7 +106,7 @@ def _solve_dim(problem, pricer, assignment, dim, exact_limit, programs) -> str:
         programs[dim] = _Program(problem, dim)
     if programs[dim].index.nvars <= exact_limit:
         try:
-            from scipy.optimize import milp   # noqa: F401  (the solver is optional)
+            from scipy.optimize import milp  # noqa: F401  (the solver is optional)
         except ImportError:
             pass
         else:

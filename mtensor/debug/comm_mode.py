@@ -14,6 +14,7 @@ from typing import Dict, List, Tuple
 
 from .. import modes
 
+
 @dataclass(frozen=True)
 class CommRecord:
     """One collective as it ran on this rank; ``bytes`` in the bus-bandwidth convention."""

@@ -14,8 +14,8 @@ compute) / communication, the quantity ``benchmarks/netbed`` measures; calibrate
 """
 from __future__ import annotations
 
-from ..overlap.bucketing import first_readers
 from ..cost.timeline import bucket_cost, simulate
+from ..overlap.bucketing import first_readers
 
 
 def _size(nbytes: float) -> str:

@@ -13,9 +13,9 @@ from typing import NamedTuple, Tuple
 
 import numpy as np
 
+from ..cost.model import get_cost_model
 from ..ops import RULES, OpCall, Operand, choose
 from ..placement import max_local_shape
-from ..cost.model import get_cost_model
 from ..redistribute.plan import plan_redistribute
 
 

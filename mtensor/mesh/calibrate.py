@@ -26,11 +26,11 @@ import time
 
 import numpy as np
 
+from ..cost.model import CostModel, bus_bytes, get_cost_model, set_cost_model
+from ..cost.timeline import PROBES, fit_overlap
 from ..device import arrays as device
 from ..device.arrays import array_module
 from .device_mesh import world_mesh
-from ..cost.timeline import PROBES, fit_overlap
-from ..cost.model import CostModel, bus_bytes, get_cost_model, set_cost_model
 
 
 def _median_time(fn, repeats: int, settle=None) -> float:

@@ -21,11 +21,12 @@ import sys
 from typing import Optional, Sequence, Tuple, Union
 
 from .. import comm as _comm
-from ..device import arrays as device
-from . import nodes as mesh_nodes, topology
 from .. import modes
 from ..comm import abort, select
 from ..cost.model import for_links, get_cost_model
+from ..device import arrays as device
+from . import nodes as mesh_nodes
+from . import topology
 
 
 def _mesh_error(what: str, fix: str) -> ValueError:

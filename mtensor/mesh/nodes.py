@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import warnings
 
-from . import topology
 from ..cost.model import for_links, get_cost_model, hierarchical_crossover
+from . import topology
 
 _warned: set = set()
 

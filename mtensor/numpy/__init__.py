@@ -5,50 +5,96 @@ Each section registers its handlers in the table behind ``__array_function__`` a
 same code; importing this package installs numpy's operators, methods and protocols on
 ``DTensor`` (``methods.install``).  Helpers the sections share are in ``util``."""
 from ..dtensor import DTensor
-from . import methods
+
+# linalg
+from . import linalg, methods
+from .counting import bincount, digitize, histogram, searchsorted
 
 # creation
 from .creation import (
-    arange, empty, empty_like, full, full_like, linspace, meshgrid, ones, ones_like, zeros,
+    arange,
+    empty,
+    empty_like,
+    full,
+    full_like,
+    linspace,
+    meshgrid,
+    ones,
+    ones_like,
+    zeros,
     zeros_like,
 )
+from .diagonal import diag, diagonal, trace, tril, triu
+from .differences import convolve, diff, ediff1d, gradient
+
 # elementwise
 from .elementwise import astype, clip, copy, where
-from .mathematical import angle, imag, interp, real, round
+from .joins import append, block, column_stack, concatenate, dstack, hstack, stack, vstack
+from .linalg import cross, dot, einsum, inner, kron, matmul, outer, tensordot, vdot
 from .logic import allclose, array_equal, array_equiv, isclose
+from .mathematical import angle, imag, interp, real, round
+from .nanfunctions import (
+    nanargmax,
+    nanargmin,
+    nanmax,
+    nanmean,
+    nanmin,
+    nanprod,
+    nanstd,
+    nansum,
+    nanvar,
+)
+from .nonzero import argwhere, flatnonzero, nonzero
+from .rearrange import flip, fliplr, flipud, roll
+
 # reductions
 from .reductions import all, any, argmax, argmin, max, mean, min, prod, std, sum, var
-from .nanfunctions import (
-    nanargmax, nanargmin, nanmax, nanmean, nanmin, nanprod, nanstd, nansum, nanvar,
-)
+
 # scans and differences (the ufunc methods: ufunc_methods.UFUNC_METHODS)
 from .scans import cumprod, cumsum, nancumprod, nancumsum
-from .differences import convolve, diff, ediff1d, gradient
-# shapes, joins, rearranging, tiling, diagonals
-from .shapes import (
-    atleast_1d, atleast_2d, atleast_3d, broadcast_to, expand_dims, moveaxis, ndim, ravel,
-    reshape, shape, size, squeeze, swapaxes, transpose,
-)
-from .joins import append, block, column_stack, concatenate, dstack, hstack, stack, vstack
-from .rearrange import flip, fliplr, flipud, roll
-from .tiling import pad, repeat, tile
-from .diagonal import diag, diagonal, trace, tril, triu
+
 # indexing and selection
 from .selection import compress, delete, extract, insert, put_along_axis, take, take_along_axis
-from .nonzero import argwhere, flatnonzero, nonzero
-# writes (item assignment and the in-place operators: writes.setitem, writes.inplace)
-from .writes.put import copyto, fill_diagonal, place, put, putmask
+from .sets import intersect1d, isin, setdiff1d, union1d, unique
+
+# shapes, joins, rearranging, tiling, diagonals
+from .shapes import (
+    atleast_1d,
+    atleast_2d,
+    atleast_3d,
+    broadcast_to,
+    expand_dims,
+    moveaxis,
+    ndim,
+    ravel,
+    reshape,
+    shape,
+    size,
+    squeeze,
+    swapaxes,
+    transpose,
+)
+
 # sorting, counting, sets
 from .sorting import argpartition, argsort, partition, sort
-from .counting import bincount, digitize, histogram, searchsorted
-from .sets import intersect1d, isin, setdiff1d, union1d, unique
+
 # statistics
 from .statistics import (
-    average, corrcoef, count_nonzero, cov, median, nanmedian, nanpercentile, nanquantile,
-    percentile, ptp, quantile,
+    average,
+    corrcoef,
+    count_nonzero,
+    cov,
+    median,
+    nanmedian,
+    nanpercentile,
+    nanquantile,
+    percentile,
+    ptp,
+    quantile,
 )
-# linalg
-from . import linalg
-from .linalg import cross, dot, einsum, inner, kron, matmul, outer, tensordot, vdot
+from .tiling import pad, repeat, tile
+
+# writes (item assignment and the in-place operators: writes.setitem, writes.inplace)
+from .writes.put import copyto, fill_diagonal, place, put, putmask
 
 methods.install(DTensor)   # numpy's operators, methods and protocols on DTensor

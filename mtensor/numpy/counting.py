@@ -13,10 +13,10 @@ import numpy as np
 
 from ..device import arrays as device
 from ..dtensor import DTensor, guarded
-from .util import implements, refuse
+from ..placement import Partial, Replicate, Shard, local_slices
 from .shapes import ravel
 from .sorting import prepare, wrap_block
-from ..placement import Partial, Replicate, Shard, local_slices
+from .util import implements, refuse
 
 
 def _terms(placements):

@@ -10,12 +10,11 @@ import numpy as np
 from .. import modes
 from ..device.arrays import array_module, to_device, to_host
 from ..dtensor import DTensor
-from .util import implements
 from ..placement import Replicate, local_bounds, local_shape, reduced
 from ..spec import DTensorSpec, check_target_placements
 from .elementwise import copy as _copy
-from .util import is_dtensor
 from .shapes import broadcast_to, reshape
+from .util import implements, is_dtensor
 
 
 def layout(op: str, shape, mesh, placements: Optional[Sequence] = None, dtype=None):

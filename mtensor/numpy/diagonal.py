@@ -20,10 +20,10 @@ import numpy as np
 from numpy.lib.array_utils import normalize_axis_index
 
 from ..dtensor import DTensor
-from .util import run, implements
-from .reductions import sum as _sum
 from .joins import concatenate
+from .reductions import sum as _sum
 from .shapes import expand_dims, getitem, moveaxis
+from .util import implements, run
 
 
 def _int(name: str, arg: str, value) -> int:

@@ -18,19 +18,18 @@ halos
 (:mod:`ops.halo`): each block's first and last few slices are all-gathered, and each rank
 computes its output block from its own block and those edges."""
 from __future__ import annotations
+
 import numpy as np
 from numpy.lib.array_utils import normalize_axis_index, normalize_axis_tuple
+
 from ..device import arrays as device
 from ..dtensor import DTensor, asnumpy
-from .util import run, as_array, implements
 from ..ops.halo import halo_width
 from ..ops.ufunc_methods import gathered, scan_mesh_dims
 from ..placement import Partial, Replicate, reduced
-from .shapes import broadcast_to
 from .joins import concatenate
-from .shapes import ravel
-
-
+from .shapes import broadcast_to, ravel
+from .util import as_array, implements, run
 
 # --- differences: halo exchanges -----------------------------------------------------------
 

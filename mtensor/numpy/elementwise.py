@@ -5,8 +5,10 @@ Each handler turns numpy's arguments into an op name, operands and hashable stat
 and hands them to :func:`dispatch.dispatch`.  Arguments mtensor cannot honour (``out=``,
 ``where=``, advanced indexing) raise ``TypeError`` saying so; nothing is silently ignored."""
 from __future__ import annotations
+
 import numpy as np
-from .util import HANDLED, into_out, run, implements, refuse
+
+from .util import HANDLED, implements, into_out, refuse, run
 
 
 @implements(np.where)

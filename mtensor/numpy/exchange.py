@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..device import arrays as device
 from .. import modes
-from ..dtensor import guarded
 from ..cost.model import bus_bytes
+from ..device import arrays as device
+from ..dtensor import guarded
 
 _INT = np.dtype(np.int64)
 

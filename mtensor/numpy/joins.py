@@ -4,13 +4,12 @@ registered in the same table as :mod:`numpy_api`.
 Where numpy returns a view (basic indexing, transpose, reshape, ...), so does mtensor: the
 result is linked to its base (:mod:`views`), and writes to either show in both."""
 from __future__ import annotations
+
 import numpy as np
+
 from ..dtensor import DTensor
-from .util import into_out, run, implements, refuse
-from .shapes import reshape
-from .util import refuse_dtensor_args, unsupported, is_dtensor
-from .shapes import getitem, ravel
-from .shapes import to_1d, to_2d, to_3d
+from .shapes import getitem, ravel, reshape, to_1d, to_2d, to_3d
+from .util import implements, into_out, is_dtensor, refuse, refuse_dtensor_args, run, unsupported
 
 
 @implements(np.concatenate)

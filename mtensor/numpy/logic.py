@@ -12,16 +12,15 @@ numpy's value checks (zero weights, all-NaN slices for ``nanargmax``) read value
 same way.  ``nanmean``, ``nanvar``, ``nanmax``... give numpy's values for all-NaN slices
 without its warnings (a warning would cost a collective on every call)."""
 from __future__ import annotations
+
 import builtins
 import warnings
-import numpy as np
-from .util import implements
-from .reductions import all
-from .elementwise import astype
-from .util import is_dtensor
-from .util import SCALARS
-from .util import agreed
 
+import numpy as np
+
+from .elementwise import astype
+from .reductions import all
+from .util import SCALARS, agreed, implements, is_dtensor
 
 # --- comparisons -------------------------------------------------------------------------
 

@@ -12,9 +12,10 @@ numpy's value checks (zero weights, all-NaN slices for ``nanargmax``) read value
 same way.  ``nanmean``, ``nanvar``, ``nanmax``... give numpy's values for all-NaN slices
 without its warnings (a warning would cost a collective on every call)."""
 from __future__ import annotations
-import numpy as np
-from .util import into_out, run, implements
 
+import numpy as np
+
+from .util import implements, into_out, run
 
 # --- elementwise -------------------------------------------------------------------------
 

@@ -11,21 +11,23 @@ item assignment, so views of it see the change.  Reading values (``item``, ``tol
 TypeError of a numpy function without a rule.  Scalars and plain arrays mixed with
 DTensors are used as replicated values: they must hold the same value on every rank."""
 from __future__ import annotations
+
 import operator
+
 import numpy as np
-from .writes import inplace, setitem as writes
+
 from .. import modes
 from ..decide import decision_for
-from . import elementwise
-from .linalg import products
-from . import reductions
-from . import shapes
 from ..dispatch import dispatch, run_decision
 from ..dtensor import asnumpy
 from ..ops.plans.indexing import is_scalar_key
 from ..placement import reduced
+from . import elementwise, reductions, shapes
+from .linalg import products
 from .operators import install_operators
 from .protocols import array_function, array_ufunc
+from .writes import inplace
+from .writes import setitem as writes
 
 
 def _shape_args(args):

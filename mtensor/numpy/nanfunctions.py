@@ -10,15 +10,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from .util import axis_arg, into_out, run, implements
-from .reductions import all, any, argmax, argmin, max
-from .elementwise import astype
-from .reductions import mean, min, prod, sum, var
-from .util import refuse
-from .elementwise import where
-from .shapes import squeeze
-from .util import agreed
+from .elementwise import astype, where
 from .mathematical import real
+from .reductions import all, any, argmax, argmin, max, mean, min, prod, sum, var
+from .shapes import squeeze
+from .util import agreed, axis_arg, implements, into_out, refuse, run
 
 
 def _replace_nan(a, value):

@@ -27,15 +27,21 @@ from functools import lru_cache
 
 import numpy as np
 
-from ..device import arrays as device
-from . import exchange
 from .. import modes
+from ..device import arrays as device
 from ..dtensor import DTensor
-from .util import implements
 from ..placement import (
-    Replicate, Shard, local_bounds, local_offset, local_slices, mesh_coords, reduced,
+    Replicate,
+    Shard,
+    local_bounds,
+    local_offset,
+    local_slices,
+    mesh_coords,
+    reduced,
 )
 from ..spec import DTensorSpec, check_same_mesh
+from . import exchange
+from .util import implements
 
 
 def _not_tracked(name: str, *values) -> None:

@@ -11,8 +11,9 @@ item assignment, so views of it see the change.  Reading values (``item``, ``tol
 TypeError of a numpy function without a rule.  Scalars and plain arrays mixed with
 DTensors are used as replicated values: they must hold the same value on every rank."""
 from __future__ import annotations
-from .writes import inplace
+
 from ..dispatch import dispatch
+from .writes import inplace
 
 _BINARY = {
     "add": "add", "sub": "subtract", "mul": "multiply", "truediv": "divide",

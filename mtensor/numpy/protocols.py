@@ -5,18 +5,20 @@ Each handler turns numpy's arguments into an op name, operands and hashable stat
 and hands them to :func:`dispatch.dispatch`.  Arguments mtensor cannot honour (``out=``,
 ``where=``, advanced indexing) raise ``TypeError`` saying so; nothing is silently ignored."""
 from __future__ import annotations
+
 import builtins
+
 import numpy as np
+
 from .. import dispatch as _dispatch
-from .writes import inplace
+from ..dispatch import dispatch
 from ..dtensor import DTensor
 from ..ops import user_rules
 from . import util
-from ..dispatch import dispatch
 from .linalg.products import matmul
 from .ufunc_methods import UFUNC_METHODS
-from .util import HANDLED, axis_arg, dtype_arg, run, refuse
-
+from .util import axis_arg, dtype_arg, refuse, run
+from .writes import inplace
 
 # --- ufuncs ------------------------------------------------------------------------------
 

@@ -5,12 +5,14 @@ Each handler turns numpy's arguments into an op name, operands and hashable stat
 and hands them to :func:`dispatch.dispatch`.  Arguments mtensor cannot honour (``out=``,
 ``where=``, advanced indexing) raise ``TypeError`` saying so; nothing is silently ignored."""
 from __future__ import annotations
+
 import builtins
 import math
-import numpy as np
-from ..placement import reduced
-from .util import axis_arg, dtype_arg, into_out, run, implements, refuse
 
+import numpy as np
+
+from ..placement import reduced
+from .util import axis_arg, dtype_arg, implements, into_out, refuse, run
 
 # --- reductions --------------------------------------------------------------------------
 

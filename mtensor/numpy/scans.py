@@ -18,10 +18,12 @@ halos
 (:mod:`ops.halo`): each block's first and last few slices are all-gathered, and each rank
 computes its output block from its own block and those edges."""
 from __future__ import annotations
+
 import numpy as np
-from .util import dtype_arg, into_out, run, implements
-from .ufunc_methods import scan
+
 from .shapes import ravel
+from .ufunc_methods import scan
+from .util import dtype_arg, implements, into_out, run
 
 
 def _cumulative(name, ufunc, skip_nan=False):

@@ -23,10 +23,10 @@ from numpy.lib.array_utils import normalize_axis_index
 
 from .. import modes
 from ..dtensor import DTensor
-from .util import host_value, into_out, run, implements
-from .nonzero import hits
 from .joins import concatenate
+from .nonzero import hits
 from .shapes import ravel, reshape
+from .util import host_value, implements, into_out, run
 from .writes.setitem import setitem
 
 _MODES = ("raise", "wrap", "clip")

@@ -10,17 +10,24 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..dtensor import DTensor, asnumpy
-from .util import implements, refuse
-from .selection import take
-from .joins import concatenate
-from .shapes import getitem, ravel
 from ..device import arrays as device
-from . import exchange
-from .shapes import reshape
+from ..dtensor import DTensor, asnumpy
 from ..ops.plans import sample_sort as plan
 from ..placement import Replicate, local_offset
-from .sorting import one_hot_counts, prepare, rebalance, sample_sort, is_split, spread_layout, wrap_block
+from . import exchange
+from .joins import concatenate
+from .selection import take
+from .shapes import getitem, ravel, reshape
+from .sorting import (
+    is_split,
+    one_hot_counts,
+    prepare,
+    rebalance,
+    sample_sort,
+    spread_layout,
+    wrap_block,
+)
+from .util import implements, refuse
 
 
 @implements(np.isin)

@@ -4,16 +4,18 @@ registered in the same table as :mod:`numpy_api`.
 Where numpy returns a view (basic indexing, transpose, reshape, ...), so does mtensor: the
 result is linked to its base (:mod:`views`), and writes to either show in both."""
 from __future__ import annotations
+
 from functools import lru_cache
+
 import numpy as np
+
 from .. import dispatch as _dispatch
 from .. import modes, views
 from ..dtensor import DTensor
-from .util import HANDLED, run, implements
 from ..ops.plans.indexing import plain_key
 from ..placement import Partial
+from .util import HANDLED, implements, is_dtensor, run
 from .writes.setitem import WHOLE, assign, entries_for
-from .util import is_dtensor
 
 
 def _view(a, name, params, numpy_view=True, key=None):

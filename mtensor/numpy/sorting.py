@@ -22,17 +22,19 @@ on each block and the result keeps the layout (no communication).  Along a split
 These read values outside dispatch: ``mt.compile`` refuses them, and gradients do not flow
 through their float results."""
 from __future__ import annotations
+
 import numpy as np
 from numpy.lib.array_utils import normalize_axis_index
-from ..device import arrays as device
-from . import exchange
+
 from .. import modes
+from ..device import arrays as device
 from ..dtensor import DTensor
-from .util import implements, refuse
-from .shapes import ravel
 from ..ops.plans import sample_sort as plan
 from ..placement import Replicate, Shard, local_offset, reduced
 from ..spec import DTensorSpec
+from . import exchange
+from .shapes import ravel
+from .util import implements, refuse
 
 
 def prepare(name: str, a, differentiable: bool = True) -> DTensor:

@@ -12,29 +12,26 @@ numpy's value checks (zero weights, all-NaN slices for ``nanargmax``) read value
 same way.  ``nanmean``, ``nanvar``, ``nanmax``... give numpy's values for all-NaN slices
 without its warnings (a warning would cost a collective on every call)."""
 from __future__ import annotations
+
 import builtins
 import warnings
+
 import numpy as np
 from numpy.lib.array_utils import normalize_axis_tuple
-from .creation import full_like, ones_like
-from .util import axis_arg, into_out, implements
-from .reductions import max, mean, min, sum
-from .elementwise import astype
-from .linalg.products import dot
-from .util import is_dtensor
-from .elementwise import where
-from .shapes import getitem, reshape, squeeze, transpose
+
 from ..device import arrays as device
 from ..dtensor import DTensor
-from .util import refuse
 from ..placement import Replicate, Shard, local_shape
-from .mathematical import imag, real
-from .sorting import prepare, wrap_block
-from .util import agreed
-from .joins import concatenate
+from .creation import full_like, ones_like
 from .diagonal import diag
-
-
+from .elementwise import astype, where
+from .joins import concatenate
+from .linalg.products import dot
+from .mathematical import imag, real
+from .reductions import max, mean, min, sum
+from .shapes import getitem, reshape, squeeze, transpose
+from .sorting import prepare, wrap_block
+from .util import agreed, axis_arg, implements, into_out, is_dtensor, refuse
 
 # --- counts, ranges, averages ------------------------------------------------------------
 

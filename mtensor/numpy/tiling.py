@@ -9,14 +9,14 @@ rolls or pads is made whole (the join rule's need), a reversed or sliced split d
 way of ``x[::-1]`` (gathered, or left as partial terms, as the cost model picks).  Arguments
 that cannot be honoured raise ``TypeError`` naming the function and the argument."""
 from __future__ import annotations
+
 import numpy as np
 from numpy.lib.array_utils import normalize_axis_index
-from .elementwise import copy as _copy
-from .util import implements
-from .shapes import broadcast_to, expand_dims, ravel, reshape
-from .joins import concatenate
-from .util import refuse_dtensor_args, unsupported
 
+from .elementwise import copy as _copy
+from .joins import concatenate
+from .shapes import broadcast_to, expand_dims, ravel, reshape
+from .util import implements, refuse_dtensor_args, unsupported
 
 # --- repeat and tile: broadcast a new axis, copy, merge it in ----------------------------
 

@@ -18,12 +18,13 @@ halos
 (:mod:`ops.halo`): each block's first and last few slices are all-gathered, and each rank
 computes its output block from its own block and those edges."""
 from __future__ import annotations
-import numpy as np
-from ..dtensor import DTensor
-from .util import axis_arg, dtype_arg, run, as_array, implements, refuse
-from .shapes import expand_dims
-from ..ops.ufunc_methods import gathered, scan_mesh_dims
 
+import numpy as np
+
+from ..dtensor import DTensor
+from ..ops.ufunc_methods import gathered, scan_mesh_dims
+from .shapes import expand_dims
+from .util import as_array, axis_arg, dtype_arg, refuse, run
 
 
 def outer(ufunc, inputs, kwargs):

@@ -5,13 +5,16 @@ Each handler turns numpy's arguments into an op name, operands and hashable stat
 and hands them to :func:`dispatch.dispatch`.  Arguments mtensor cannot honour (``out=``,
 ``where=``, advanced indexing) raise ``TypeError`` saying so; nothing is silently ignored."""
 from __future__ import annotations
+
 import builtins
+
 import numpy as np
+
 from .. import dispatch as _dispatch
-from .writes import inplace
+from .. import modes
 from ..dtensor import DTensor, asnumpy
 from ..ops import user_rules
-from .. import modes
+from .writes import inplace
 
 HANDLED: dict = {}
 user_rules.BUILT_IN.append(HANDLED)   # register_sharding asks override=True for these

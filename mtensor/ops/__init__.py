@@ -1,6 +1,13 @@
 """Sharding rules, one file per op family, all registered in ``registry.RULES``."""
 from . import (  # noqa: F401  (register)
-    contraction, halo, indexing, join, pointwise, reduction, ufunc_methods, views,
+    contraction,
+    halo,
+    indexing,
+    join,
+    pointwise,
+    reduction,
+    ufunc_methods,
+    views,
 )
 from .choose import choose
 from .registry import RULES, Choice, OpCall, Operand, Strategy

@@ -2,10 +2,11 @@
 
 Each candidate is priced by what it costs to bring every operand to the placements it wants
 (``CostModel.change_time`` on the operand's current block), so a candidate that needs no
-communication costs nothing and wins.  A choice that splits the output where no operand is split comes
-last; ties go to the choice that relabels fewer operands, then to a whole output over
-partial terms, then to the earlier choice in the rule's list, so every rank decides alike.  Mesh dims are decided one after another; a choice on one mesh dim
-does not change what another costs, because each rule is written for one mesh dim.
+communication costs nothing and wins.  A choice that splits the output where no operand is
+split comes last; ties go to the choice that relabels fewer operands, then to a whole output
+over partial terms, then to the earlier choice in the rule's list, so every rank decides
+alike.  Mesh dims are decided one after another; a choice on one mesh dim does not change
+what another costs, because each rule is written for one mesh dim.
 """
 from __future__ import annotations
 

@@ -17,7 +17,14 @@ import numpy as np
 
 from ..placement import Partial, Replicate
 from .registry import (
-    Choice, OpCall, Strategy, register, replicated, shard_along, terms_survive, wants,
+    Choice,
+    OpCall,
+    Strategy,
+    register,
+    replicated,
+    shard_along,
+    terms_survive,
+    wants,
 )
 
 Subscripts = Tuple[Tuple[str, ...], str]

@@ -12,7 +12,13 @@ import numpy as np
 
 from ..placement import Partial, Replicate
 from .registry import (
-    Choice, OpCall, Strategy, register, replicated, shard_along, terms_survive,
+    Choice,
+    OpCall,
+    Strategy,
+    register,
+    replicated,
+    shard_along,
+    terms_survive,
 )
 
 UFUNCS = tuple(sorted({

@@ -17,7 +17,14 @@ import numpy as np
 
 from ..placement import REDUCE_OPS, Partial, Shard
 from .registry import (
-    Choice, OpCall, Strategy, normalize_axes, register, replicated, shard_along, terms_survive,
+    Choice,
+    OpCall,
+    Strategy,
+    normalize_axes,
+    register,
+    replicated,
+    shard_along,
+    terms_survive,
 )
 
 # op -> (the Partial that reducing a split dim gives, or None; Partials that pass through)

@@ -32,9 +32,9 @@ from itertools import accumulate
 from typing import Dict, List, Sequence, Tuple
 
 from ..cost.model import bus_bytes
+from ..cost.timeline import bucket_cost
 from ..step_kinds import FUSIBLE, STEP_KINDS
 from .bucketing import bucket_key, first_reads
-from ..cost.timeline import bucket_cost
 
 
 def compute_clock(nodes, seconds: Sequence[float]) -> List[float]:

@@ -15,8 +15,8 @@ import math
 
 import numpy as np
 
-from ..device import arrays as device
 from .. import modes
+from ..device import arrays as device
 
 
 class Bucket:

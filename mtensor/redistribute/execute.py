@@ -13,12 +13,13 @@ import time
 
 import numpy as np
 
-from ..device import buffers, arrays as device
 from .. import modes
 from ..comm import guard
+from ..cost.model import bus_bytes
+from ..device import arrays as device
+from ..device import buffers
 from ..placement import REDUCE_OPS, local_shape, max_local_shape, shard_bounds, shard_counts
 from ..step_kinds import STEP_KINDS
-from ..cost.model import bus_bytes
 from .plan import Step, plan_redistribute
 
 

@@ -23,9 +23,9 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Tuple
 
+from ..cost.model import CostModel, bus_bytes, get_cost_model
 from ..placement import Partial, Placement, Replicate, Shard, max_local_shape
 from ..step_kinds import STEP_KINDS
-from ..cost.model import CostModel, bus_bytes, get_cost_model
 
 Layout = Tuple[Placement, ...]
 

@@ -19,10 +19,10 @@ import functools
 import numpy as np
 
 from .. import modes, views
-from ..device.arrays import is_block
 from ..debug.explain import Explanation
 from ..debug.trace_export import export_trace
 from ..decide import const_key
+from ..device.arrays import is_block
 from ..dtensor import DTensor
 from ..overlap.auto_buckets import choose_buckets
 from ..overlap.bucketing import plan_buckets

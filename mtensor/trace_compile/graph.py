@@ -8,8 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Dict, Tuple
 
-from ..device.arrays import is_block
 from ..cost.model import get_cost_model
+from ..device.arrays import is_block
 
 
 @dataclass(frozen=True)

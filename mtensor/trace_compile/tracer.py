@@ -10,6 +10,7 @@ held by reference.  Every array stays alive until the trace ends, so identities 
 from __future__ import annotations
 
 import time
+
 import numpy as np
 
 from .. import modes

@@ -5,9 +5,9 @@ numpy + mtensor: ``loss.backward()`` -> ``mt.value_and_grad``; a module's parame
 the DTensors the parallel style makes of them.  Sizes 7 and 13 shard unevenly.  The registry
 and the translation rules are in dtensor_idioms.py; README.md cites each."""
 import numpy as np
+from dtensor_idioms import randn, rank_of, registry
 
 import mtensor as mt
-from dtensor_idioms import randn, rank_of, registry
 from mtensor import Partial, Replicate, Shard
 
 IDIOMS, idiom = registry()

@@ -2,9 +2,9 @@
 registry and the translation rules are in dtensor_idioms.py; README.md cites each issue).
 The reference is what the reporter expected: the same program on one process."""
 import numpy as np
+from dtensor_idioms import mesh_2d, per_rank, randn, rank_of, registry
 
 import mtensor as mt
-from dtensor_idioms import mesh_2d, per_rank, randn, rank_of, registry
 from mtensor import Partial, Replicate, Shard
 
 IDIOMS, idiom = registry()

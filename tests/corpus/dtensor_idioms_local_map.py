@@ -3,9 +3,9 @@ numpy + mtensor (``funcol.all_reduce(t, "sum", device_mesh)`` -> the mesh's mpi4
 communicator ``mesh.get_group().allreduce``; ``loss.backward()`` -> ``mt.value_and_grad``).
 The registry and the translation rules are in dtensor_idioms.py; README.md cites each."""
 import numpy as np
+from dtensor_idioms import randn, registry
 
 import mtensor as mt
-from dtensor_idioms import randn, registry
 from mtensor import Partial, Replicate, Shard
 
 IDIOMS, idiom = registry()

@@ -27,15 +27,15 @@ import warnings
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import numpy as np  # noqa: E402
-
-import mtensor as mt  # noqa: E402
-from mtensor.mesh.device_mesh import world_mesh  # noqa: E402
 import snippets_matlab  # noqa: E402
 import snippets_ml  # noqa: E402
 import snippets_ml_models  # noqa: E402
 import snippets_numpy100  # noqa: E402
 import snippets_numpy100_more  # noqa: E402
 import snippets_stats  # noqa: E402
+
+import mtensor as mt  # noqa: E402
+from mtensor.mesh.device_mesh import world_mesh  # noqa: E402
 
 SOURCES = (snippets_numpy100, snippets_numpy100_more, snippets_matlab, snippets_ml,
            snippets_ml_models, snippets_stats)

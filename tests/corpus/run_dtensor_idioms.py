@@ -26,13 +26,14 @@ import warnings
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-import mtensor as mt  # noqa: E402
-from mtensor.mesh.device_mesh import world_mesh  # noqa: E402
-from run_corpus import agree, difference, gather, refused_op  # noqa: E402
 import dtensor_idioms  # noqa: E402
 import dtensor_idioms_grad  # noqa: E402
 import dtensor_idioms_issues  # noqa: E402
 import dtensor_idioms_local_map  # noqa: E402
+from run_corpus import agree, difference, gather, refused_op  # noqa: E402
+
+import mtensor as mt  # noqa: E402
+from mtensor.mesh.device_mesh import world_mesh  # noqa: E402
 
 IDIOMS = (dtensor_idioms.IDIOMS + dtensor_idioms_issues.IDIOMS + dtensor_idioms_local_map.IDIOMS
           + dtensor_idioms_grad.IDIOMS)

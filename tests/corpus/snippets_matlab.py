@@ -1,7 +1,6 @@
 """NumPy for MATLAB users (numpy.org/doc/stable/user/numpy-for-matlab-users.html), the table
 "Linear algebra equivalents": one snippet per row or small group of rows, on input arrays."""
 import numpy as np
-
 from snippet import randn, registry, uniform
 
 SNIPPETS, snippet = registry()

@@ -4,7 +4,6 @@ use (the models are in snippets_ml_models.py; README.md cites each)."""
 import math
 
 import numpy as np
-
 from snippet import randint, randn, registry
 
 SNIPPETS, snippet = registry()

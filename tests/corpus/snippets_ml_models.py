@@ -2,7 +2,6 @@
 k-means, regression, naive Bayes, kNN; CS231n's neural network case study; Karpathy's
 min-char-rnn; Gaussian elimination and power iteration (README.md cites each)."""
 import numpy as np
-
 from snippet import randint, randn, registry, uniform
 from snippets_ml import MLFS, _sigmoid, _x, euclidean_distance
 

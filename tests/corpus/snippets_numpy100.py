@@ -1,7 +1,6 @@
 """rougier/numpy-100, 100_Numpy_exercises_with_solutions.md: the exercises' solutions with their
 inputs passed in, exercises 4 to 59 (exercise number in each name; README.md cites them)."""
 import numpy as np
-
 from snippet import randint, registry, uniform
 
 SNIPPETS, snippet = registry()

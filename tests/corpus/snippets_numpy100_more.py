@@ -2,7 +2,6 @@
 half is in snippets_numpy100.py; README.md cites each)."""
 import numpy as np
 from numpy.lib import stride_tricks
-
 from snippet import randint, randn, registry, uniform
 
 SNIPPETS, snippet = registry()

@@ -2,7 +2,6 @@
 (jakevdp/PythonDataScienceHandbook notebooks/02.0x), numpy's own documentation examples and
 scipy's z-score (README.md cites each)."""
 import numpy as np
-
 from snippet import randint, randn, registry, uniform
 
 SNIPPETS, snippet = registry()

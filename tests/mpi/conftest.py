@@ -4,13 +4,12 @@ import os
 import shutil
 import tempfile
 
-import pytest
-
 import device_legs
 import lockstep
-import mtensor as mt
+import pytest
 from mpi_helpers import WORLD, mesh_shapes
 
+import mtensor as mt
 
 # MTENSOR_TEST_DEVICE=fake (or cupy): the ``mesh`` fixture builds "cuda" meshes on that leg,
 # so the op sweeps (op_sweep.py) run every op family on device blocks.

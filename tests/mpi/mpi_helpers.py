@@ -6,7 +6,6 @@ import numpy as np
 from mpi4py import MPI
 
 import mtensor as mt
-
 from mtensor.placement import Partial, Replicate, Shard, local_slices
 
 WORLD = MPI.COMM_WORLD

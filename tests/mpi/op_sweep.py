@@ -2,9 +2,9 @@
 import itertools
 
 import numpy as np
+from mpi_helpers import assert_all_ranks, dtensor_of, layouts, thin
 
 import mtensor as mt
-from mpi_helpers import assert_all_ranks, dtensor_of, layouts, thin
 from mtensor.placement import local_shape
 
 LIMIT = 40  # layout combinations tried per op and mesh (evenly spread over all of them)

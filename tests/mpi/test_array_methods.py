@@ -6,10 +6,10 @@ import operator
 
 import numpy as np
 import pytest
-
-import mtensor as mt
 from mpi_helpers import assert_all_ranks, host, layouts, random_array
 from op_sweep import assert_matches_numpy, sample
+
+import mtensor as mt
 
 MESH_NDIM_MAX = 2   # 1-D and 2-D meshes (see conftest.mesh)
 

@@ -4,9 +4,9 @@ hand-annotated step's communication bytes and numpy's losses, and under a memory
 shard the parameters (and so their Adam state) over dp as well."""
 import numpy as np
 import pytest
+from mpi_helpers import WORLD, assert_all_ranks
 
 import mtensor as mt
-from mpi_helpers import WORLD, assert_all_ranks
 from mtensor import Replicate, Shard
 
 D, H, B, STEPS, LR = 64, 256, 256, 3, 1e-2

@@ -3,10 +3,10 @@ mesh dim, and every collective (blocking, and nonblocking in a compiled replay) 
 through it with the results numpy gives."""
 import numpy as np
 import pytest
-
-import mtensor as mt
 from counting_backend import CALLS, Counting
 from mpi_helpers import WORLD, assert_all_ranks, assert_each_raises, host, random_array
+
+import mtensor as mt
 from mtensor import comm
 
 comm.register_backend("counting", Counting)

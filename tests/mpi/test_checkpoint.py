@@ -12,10 +12,17 @@ import pytest
 
 pytest.importorskip("zarr")
 
-import mtensor as mt  # noqa: E402
 from mpi_helpers import (
+    WORLD,
+    assert_all_ranks,
+    dtensor_of,
+    expected_block,
     host,  # noqa: E402
-    WORLD, assert_all_ranks, dtensor_of, expected_block, mesh_shapes, random_array)
+    mesh_shapes,
+    random_array,
+)
+
+import mtensor as mt  # noqa: E402
 from mtensor import checkpoint as ck  # noqa: E402
 from mtensor.checkpoint import store  # noqa: E402
 from mtensor.placement import Partial, Replicate, Shard  # noqa: E402

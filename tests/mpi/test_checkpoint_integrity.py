@@ -11,8 +11,9 @@ import pytest
 
 pytest.importorskip("zarr")
 
-import mtensor as mt  # noqa: E402
 from mpi_helpers import WORLD, assert_all_ranks, host, mesh_shapes, random_array  # noqa: E402
+
+import mtensor as mt  # noqa: E402
 from mtensor import checkpoint as ck  # noqa: E402
 from mtensor.placement import Replicate, Shard  # noqa: E402
 

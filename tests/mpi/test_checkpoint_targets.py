@@ -13,8 +13,9 @@ import pytest
 
 zarr = pytest.importorskip("zarr")
 
-import mtensor as mt  # noqa: E402
 from mpi_helpers import WORLD, assert_all_ranks, host, mesh_shapes, random_array  # noqa: E402
+
+import mtensor as mt  # noqa: E402
 from mtensor import checkpoint as ck  # noqa: E402
 from mtensor.checkpoint import layout, store  # noqa: E402
 from mtensor.placement import Partial, Replicate, Shard  # noqa: E402

@@ -7,9 +7,9 @@ import tempfile
 
 import numpy as np
 import pytest
+from mpi_helpers import WORLD, assert_all_ranks, host
 
 import mtensor as mt
-from mpi_helpers import WORLD, assert_all_ranks, host
 from mtensor import Partial, Replicate, Shard
 
 R = Replicate()

@@ -2,9 +2,9 @@
 numpy would carry them, and no op or collective changes a dtype behind the user's back."""
 import numpy as np
 import pytest
+from mpi_helpers import assert_all_ranks, dtensor_of, host, layouts, random_array, share, thin
 
 import mtensor as mt
-from mpi_helpers import assert_all_ranks, dtensor_of, host, layouts, random_array, share, thin
 from mtensor import Partial, Replicate, Shard
 
 SPECIAL = np.array([[np.nan, 1.0, -np.inf, 2.0],

@@ -5,11 +5,10 @@ device-path defect."""
 import numpy as np
 import pytest
 from mpi4py import MPI
+from mpi_helpers import WORLD, assert_all_ranks
 
 import mtensor as mt
-from mpi_helpers import WORLD, assert_all_ranks
 from mtensor.placement import Partial, Replicate, Shard
-
 
 
 def backends(xp):

@@ -1,9 +1,9 @@
 """DTensor constructors and accessors over real MPI, compared with numpy."""
 import numpy as np
 import pytest
+from mpi_helpers import WORLD, assert_all_ranks, expected_block, host, layouts, random_array
 
 import mtensor as mt
-from mpi_helpers import WORLD, assert_all_ranks, expected_block, host, layouts, random_array
 from mtensor.placement import Partial, Replicate, Shard
 
 

@@ -4,9 +4,9 @@ names the way out; stacked linalg over an unevenly split batch passes the check 
 blocks differ in shape by design)."""
 import numpy as np
 import pytest
+from mpi_helpers import assert_all_ranks, host, random_array
 
 import mtensor as mt
-from mpi_helpers import assert_all_ranks, host, random_array
 from mtensor import Replicate, Shard
 
 

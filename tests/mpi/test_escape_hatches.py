@@ -3,9 +3,9 @@
 ``custom_vjp``; every gradient against finite differences of plain numpy, uneven shards."""
 import numpy as np
 import pytest
+from mpi_helpers import assert_all_ranks, host, random_array
 
 import mtensor as mt
-from mpi_helpers import assert_all_ranks, host, random_array
 from mtensor import Partial, Replicate, Shard
 
 

@@ -4,9 +4,9 @@ import re
 
 import numpy as np
 import pytest
+from mpi_helpers import WORLD
 
 import mtensor as mt
-from mpi_helpers import WORLD
 from mtensor import Partial, Replicate, Shard
 from mtensor.placement import local_bounds
 

@@ -3,9 +3,9 @@ grouped send/recv rings do not deadlock, and two ranks on one GPU are refused on
 import numpy as np
 import pytest
 from mpi4py import MPI
+from mpi_helpers import WORLD, assert_all_ranks
 
 import mtensor.testing.fakecupy as cp
-from mpi_helpers import WORLD, assert_all_ranks
 from mtensor.testing.fakecupy import cuda
 from mtensor.testing.fakecupy.cuda import nccl
 

@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from mpi_helpers import WORLD, assert_all_ranks, dtensor_of, host, random_array
 
 import mtensor as mt
-from mpi_helpers import WORLD, assert_all_ranks, dtensor_of, host, random_array
 from mtensor import Partial, Replicate, Shard
 
 EXAMPLES = int(os.environ.get("MTENSOR_FUZZ_EXAMPLES", "15"))

@@ -3,9 +3,9 @@ differences (float64) on many layouts, a Megatron MLP against a numpy reference 
 collectives of its backward counted, and gradients laid out like their parameters."""
 import numpy as np
 import pytest
+from mpi_helpers import WORLD, assert_all_ranks, host, numeric_grads, weighted_loss
 
 import mtensor as mt
-from mpi_helpers import WORLD, assert_all_ranks, host, numeric_grads, weighted_loss
 from mtensor import Replicate, Shard
 
 RNG = np.random.default_rng(11)

@@ -7,12 +7,15 @@ from functools import partial
 
 import numpy as np
 import pytest
+from mpi_helpers import (
+    assert_all_ranks,
+    dtensor_of,
+    host,
+    numeric_grads,
+    weighted_loss,
+)
 
 import mtensor as mt
-from mpi_helpers import (
-    host,
-    assert_all_ranks, dtensor_of, numeric_grads, weighted_loss,
-)
 from mtensor import Partial, Replicate, Shard
 
 MESH_NDIM_MAX = 2   # 1-D and 2-D meshes (see conftest.mesh)

@@ -3,11 +3,11 @@ DTensors of many layouts, compared bit for bit with numpy on the whole arrays; a
 checked to stay split without communication."""
 import numpy as np
 import pytest
+from mpi_helpers import assert_all_ranks, host, random_array
+from op_sweep import assert_matches_numpy
 
 import mtensor as mt
 import mtensor.numpy_joins  # noqa: F401  (registers the handlers until mtensor imports it)
-from mpi_helpers import assert_all_ranks, host, random_array
-from op_sweep import assert_matches_numpy
 
 MESH_NDIM_MAX = 2   # 1-D and 2-D meshes (see conftest.mesh)
 

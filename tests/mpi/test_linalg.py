@@ -5,10 +5,10 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-import mtensor as mt
 from mpi_helpers import WORLD, assert_all_ranks, host, random_array
 from op_sweep import sweep
+
+import mtensor as mt
 
 MESH_NDIM_MAX = 2   # 1-D and 2-D meshes (see conftest.mesh)
 

@@ -5,10 +5,10 @@ import sys
 
 import numpy as np
 import pytest
-
-import mtensor as mt
 from mpi_helpers import WORLD, assert_all_ranks, host
 from test_mpi_suites import ROOT
+
+import mtensor as mt
 
 sys.path.insert(0, str(ROOT / "examples"))
 import lm_model as lm  # noqa: E402  (from examples/, put on the path above)

@@ -1,9 +1,9 @@
 """DeviceMesh over real communicators."""
 import numpy as np
 import pytest
+from mpi_helpers import WORLD, mesh_shapes
 
 import mtensor as mt
-from mpi_helpers import WORLD, mesh_shapes
 
 
 @pytest.mark.mpi

@@ -4,9 +4,9 @@ it), eager and compiled (fixed and auto buckets) on data-parallel and Megatron l
 ``mt.explain``'s totals against the bus bytes computed from the shapes."""
 import numpy as np
 import pytest
+from mpi_helpers import assert_all_ranks, host
 
 import mtensor as mt
-from mpi_helpers import assert_all_ranks, host
 from mtensor import Replicate, Shard
 
 R = Replicate()

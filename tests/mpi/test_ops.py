@@ -5,7 +5,6 @@ empty shards).
 """
 import numpy as np
 import pytest
-
 from mpi_helpers import assert_all_ranks, random_array
 from op_sweep import sweep
 

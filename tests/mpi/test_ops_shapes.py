@@ -2,10 +2,10 @@
 import numpy as np
 import pytest
 from mpi4py import MPI
-
-import mtensor as mt
 from mpi_helpers import WORLD, assert_all_ranks, host, layouts, random_array
 from op_sweep import sweep
+
+import mtensor as mt
 
 X = random_array((7, 6), seed=1)
 EVEN = random_array((8, 6), seed=2)

@@ -2,9 +2,9 @@
 changes, integer averages, inf/nan/0 constants, repeated einsum labels."""
 import numpy as np
 import pytest
+from mpi_helpers import WORLD, assert_all_ranks, host
 
 import mtensor as mt
-from mpi_helpers import WORLD, assert_all_ranks, host
 from mtensor import Partial, Replicate, Shard
 
 

@@ -6,9 +6,9 @@ import operator
 
 import numpy as np
 import pytest
+from mpi_helpers import assert_all_ranks, dtensor_of, host, random_array
 
 import mtensor as mt
-from mpi_helpers import assert_all_ranks, dtensor_of, host, random_array
 from mtensor import Partial, Replicate, Shard
 
 

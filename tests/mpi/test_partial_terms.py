@@ -3,8 +3,8 @@ the ranks of every Partial mesh dim, and mtensor's reduction of them is exactly 
 for each reduce op, on every mesh, with NaN, inf, integers and empty shards."""
 import numpy as np
 import pytest
-
 from mpi_helpers import WORLD, assert_all_ranks, dtensor_of, host, layouts, random_array, share
+
 from mtensor import Partial
 
 SPECIAL = np.array([[np.nan, 1.0, -np.inf, 2.0],

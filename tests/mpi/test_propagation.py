@@ -2,9 +2,9 @@
 and mixing DTensors with numpy values or bad operands behaves as documented."""
 import numpy as np
 import pytest
+from mpi_helpers import WORLD, assert_all_ranks, assert_each_raises, host, mesh_shapes, random_array
 
 import mtensor as mt
-from mpi_helpers import WORLD, assert_all_ranks, assert_each_raises, host, mesh_shapes, random_array
 from mtensor import Partial, Replicate, Shard
 
 R, S0, S1 = Replicate(), Shard(0), Shard(1)

@@ -1,18 +1,18 @@
 """Every layout to every layout through real MPI, compared with numpy on the full array."""
 import numpy as np
 import pytest
-
-import mtensor as mt
 from mpi_helpers import (
-    host,
     WORLD,
     assert_all_ranks,
-    expected_block,
-    layouts,
     dtensor_of,
+    expected_block,
+    host,
+    layouts,
     random_array,
     share,
 )
+
+import mtensor as mt
 from mtensor.placement import Partial, Replicate, Shard
 from mtensor.redistribute import plan_redistribute
 

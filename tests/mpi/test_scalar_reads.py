@@ -12,9 +12,9 @@ import itertools
 
 import numpy as np
 import pytest
+from mpi_helpers import assert_all_ranks, host, layouts, thin
 
 import mtensor as mt
-from mpi_helpers import assert_all_ranks, host, layouts, thin
 
 SHAPES = [(7,), (5, 3), (3, 2, 5)]
 SPECIAL = np.array([-0.0, 0.0, -np.inf, np.inf, np.nan, 1.5, -2.0])

@@ -7,11 +7,11 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from mpi_helpers import assert_all_ranks, assert_each_raises, host, layouts, random_array
+from op_sweep import assert_matches_numpy
 
 import mtensor as mt
-from mpi_helpers import assert_all_ranks, assert_each_raises, host, layouts, random_array
 from mtensor.placement import Partial, Replicate, Shard, local_shape
-from op_sweep import assert_matches_numpy
 
 MESH_NDIM_MAX = 2   # 1-D and 2-D meshes (see conftest.mesh)
 

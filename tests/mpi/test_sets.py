@@ -2,10 +2,10 @@
 numpy on DTensors of many layouts (uneven and empty shards, Partial inputs)."""
 import numpy as np
 import pytest
-
-import mtensor as mt
 from mpi_helpers import assert_all_ranks, assert_each_raises, random_array
 from op_sweep import assert_matches_numpy
+
+import mtensor as mt
 
 MESH_NDIM_MAX = 2   # 1-D and 2-D meshes (see conftest.mesh)
 

@@ -4,10 +4,10 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-import mtensor as mt
 from mpi_helpers import assert_all_ranks, assert_each_raises, host, random_array
 from op_sweep import assert_matches_numpy
+
+import mtensor as mt
 
 MESH_NDIM_MAX = 2   # 1-D and 2-D meshes (see conftest.mesh)
 

@@ -5,10 +5,10 @@ import warnings
 
 import numpy as np
 import pytest
-
-import mtensor as mt
 from mpi_helpers import WORLD, assert_all_ranks, host, random_array
 from op_sweep import assert_matches_numpy
+
+import mtensor as mt
 
 MESH_NDIM_MAX = 2   # 1-D and 2-D meshes (see conftest.mesh)
 

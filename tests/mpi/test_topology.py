@@ -4,12 +4,12 @@ import warnings
 
 import numpy as np
 import pytest
+from mpi_helpers import WORLD, assert_all_ranks, host
 
 import mtensor as mt
-from mpi_helpers import WORLD, assert_all_ranks, host
+from mtensor.cost.model import INTER_NODE, for_links
 from mtensor.mesh import nodes as mesh_nodes
 from mtensor.placement import Replicate, Shard
-from mtensor.cost.model import INTER_NODE, for_links
 
 
 def _two_nodes():

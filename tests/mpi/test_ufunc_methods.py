@@ -6,10 +6,10 @@ Integer results must match numpy bit for bit; float scans along a split axis re-
 """
 import numpy as np
 import pytest
+from mpi_helpers import WORLD, assert_all_ranks, dtensor_of, host, random_array
 
 import mtensor as mt
 import mtensor.numpy_scans  # noqa: F401  (registers cumsum & co. until mtensor imports it)
-from mpi_helpers import WORLD, assert_all_ranks, dtensor_of, host, random_array
 from mtensor.placement import Partial, Replicate, Shard
 
 MESH_NDIM_MAX = 2   # 1-D and 2-D meshes (see conftest.mesh)

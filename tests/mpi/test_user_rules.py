@@ -2,11 +2,11 @@
 against numpy; and ``with mesh:`` as the default mesh of the constructors."""
 import numpy as np
 import pytest
+from mpi_helpers import WORLD, assert_all_ranks, assert_each_raises, dtensor_of, host
+from op_sweep import sweep
 
 import mtensor as mt
-from mpi_helpers import WORLD, assert_all_ranks, assert_each_raises, dtensor_of, host
 from mtensor import Partial, Replicate, Shard
-from op_sweep import sweep
 
 
 @mt.register_sharding(np.unwrap)

@@ -6,10 +6,10 @@ import operator
 
 import numpy as np
 import pytest
-
-import mtensor as mt
 from mpi_helpers import assert_all_ranks, assert_each_raises, dtensor_of, host, layouts, thin
 from op_sweep import sample
+
+import mtensor as mt
 
 R, S0, S1, PS = mt.Replicate(), mt.Shard(0), mt.Shard(1), mt.Partial("sum")
 

@@ -6,13 +6,19 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from mtensor.overlap.auto_buckets import chains as auto_chains
-from mtensor.overlap.auto_buckets import (choose_buckets, compute_clock, feasible_starts,
-                                          lateness, split_chain)
-from mtensor.overlap.bucketing import first_reads
 from mtensor.cost.model import CostModel
+from mtensor.overlap.auto_buckets import chains as auto_chains
+from mtensor.overlap.auto_buckets import (
+    choose_buckets,
+    compute_clock,
+    feasible_starts,
+    lateness,
+    split_chain,
+)
+from mtensor.overlap.bucketing import first_reads
 from mtensor.trace_compile.graph import Node
 
 MESH = object()

@@ -6,7 +6,8 @@ import math
 import numpy as np
 import pytest
 
-from mtensor import Replicate as R, Shard as S
+from mtensor import Replicate as R
+from mtensor import Shard as S
 from mtensor.autoshard import GraphBuilder, diagnose_pins, parse_bytes, search
 from mtensor.autoshard.explain import explain
 from mtensor.autoshard.problem import Pricer, build

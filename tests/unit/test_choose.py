@@ -5,10 +5,10 @@ import math
 import numpy as np
 import pytest
 
+from mtensor.cost.model import CostModel
 from mtensor.ops import RULES, Choice, OpCall, Operand, choose
 from mtensor.ops.choose import _change_cost
 from mtensor.placement import Partial, Replicate, Shard, max_local_shape
-from mtensor.cost.model import CostModel
 
 R, P, S0, S1 = Replicate(), Partial(), Shard(0), Shard(1)
 

@@ -4,12 +4,12 @@ has it gives P(sum); partial terms times whole operands stay terms), every liste
 simulated on ranks against numpy, and the errors naming op, shapes and placements."""
 import numpy as np
 import pytest
+from test_pointwise_rules import PA, PS, R, arr, as_set, run_choice
 
+from mtensor.cost.model import CostModel
 from mtensor.ops import RULES, OpCall, Operand, choose
 from mtensor.ops.contraction import _big, contraction, einsum_form, label_sizes
 from mtensor.placement import Partial, Shard
-from mtensor.cost.model import CostModel
-from test_pointwise_rules import PA, PS, R, arr, as_set, run_choice
 
 S = {d: Shard(d) for d in range(4)}
 S0, S1 = S[0], S[1]

@@ -4,9 +4,9 @@ report (the gathering itself is collective and runs under mpiexec in tests/mpi).
 import numpy as np
 import pytest
 
-from mtensor.device import arrays as device
 from mtensor.comm import nccl, select
 from mtensor.comm.staged import PinnedPool
+from mtensor.device import arrays as device
 from mtensor.testing import fakecupy
 
 

@@ -12,11 +12,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from mtensor.cost.model import CostModel
 from mtensor.ops import RULES, OpCall, Operand, choose
 from mtensor.ops.halo import halo_width, out_length
 from mtensor.ops.registry import Choice
 from mtensor.placement import Partial, Replicate, Shard, local_shape, local_slices, mesh_coords
-from mtensor.cost.model import CostModel
 
 R, S0, S1, S2, PS = Replicate(), Shard(0), Shard(1), Shard(2), Partial("sum")
 RNG = np.random.default_rng(7)

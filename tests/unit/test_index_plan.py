@@ -4,11 +4,18 @@ import re
 
 import numpy as np
 import pytest
-from hypothesis import assume, given, settings, strategies as st
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 
 from mtensor.ops.plans.indexing import (
-    block_plan, check_value_shape, is_advanced, normalize_index, plain_key, region_index,
-    region_layout, value_placements,
+    block_plan,
+    check_value_shape,
+    is_advanced,
+    normalize_index,
+    plain_key,
+    region_index,
+    region_layout,
+    value_placements,
 )
 from mtensor.placement import Partial, Replicate, Shard, local_bounds, mesh_coords
 
@@ -321,7 +328,7 @@ def test_value_shapes_numpy_accepts_and_refuses():
         with pytest.raises(ValueError):
             np.empty(region)[...] = np.zeros(value)
         with pytest.raises(ValueError, match=re.escape(
-                f"setitem: could not broadcast input array from shape")):
+                "setitem: could not broadcast input array from shape")):
             check_value_shape("setitem", value, region)
     with pytest.raises(ValueError, match=re.escape(
             "index_put: could not broadcast input array from shape (3, 2) into shape (2, 3)")):

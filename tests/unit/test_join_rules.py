@@ -2,12 +2,11 @@
 the listed choices against numpy on whole arrays, which dims may stay split, and the errors."""
 import numpy as np
 import pytest
+from test_views_rules import check_all_choices, shard_pairs
 
 from mtensor.ops import RULES, OpCall, Operand
 from mtensor.ops.join import concatenate_rule, stack_rule
 from mtensor.placement import Partial, Replicate, Shard
-
-from test_views_rules import check_all_choices, shard_pairs
 
 R, S0, S1 = Replicate(), Shard(0), Shard(1)
 

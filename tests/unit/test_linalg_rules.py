@@ -10,7 +10,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mtensor.ops.plans.tsqr import (
-    factor_types, local_qr, row_layout, signed, stacked_rows, work_type,
+    factor_types,
+    local_qr,
+    row_layout,
+    signed,
+    stacked_rows,
+    work_type,
 )
 from mtensor.placement import Partial, Replicate, Shard, local_offset, local_shape, mesh_coords
 

@@ -1,8 +1,8 @@
 """The bucketing and scheduling passes on hand-made graphs (pure planning: no MPI)."""
 import numpy as np
+from graphs import KIB, G, random_graphs
 from hypothesis import given, settings
 
-from graphs import KIB, G, random_graphs
 from mtensor.overlap.bucketing import first_readers, first_reads, plan_buckets
 from mtensor.overlap.schedule import plan_schedule
 

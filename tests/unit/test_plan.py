@@ -7,10 +7,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mtensor.placement import Partial, Replicate, Shard, local_shape, max_local_shape
 from mtensor.cost.model import CostModel, bus_bytes
+from mtensor.placement import Partial, Replicate, Shard, local_shape, max_local_shape
 from mtensor.redistribute.plan import (
-    Plan, _direct, _moves, _search, plan_cache_info, plan_redistribute,
+    Plan,
+    _direct,
+    _moves,
+    _search,
+    plan_cache_info,
+    plan_redistribute,
 )
 
 R, P = Replicate(), Partial()

@@ -11,11 +11,10 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from mtensor.ops import RULES, Choice, OpCall, Operand, choose
-from mtensor.ops import pointwise
+from mtensor.cost.model import CostModel
+from mtensor.ops import RULES, Choice, OpCall, Operand, choose, pointwise
 from mtensor.ops.pointwise import UFUNCS
 from mtensor.placement import Partial, Replicate, Shard
-from mtensor.cost.model import CostModel
 
 R, S0, S1, S2 = Replicate(), Shard(0), Shard(1), Shard(2)
 PS, PA, PM, PMIN = Partial("sum"), Partial("avg"), Partial("max"), Partial("min")

@@ -5,10 +5,10 @@ divides by the global count in numpy's accumulator, and the errors name op, shap
 """
 import numpy as np
 import pytest
+from test_pointwise_rules import PA, PM, PMIN, PS, S0, S1, S2, R, arr, as_set, run_choice
 
 from mtensor.ops import RULES, OpCall, Operand
 from mtensor.placement import Partial
-from test_pointwise_rules import PA, PM, PMIN, PS, R, S0, S1, S2, arr, as_set, run_choice
 
 NAMES = ("sum", "mean", "prod", "max", "min", "argmax", "argmin", "any", "all")
 

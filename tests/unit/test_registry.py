@@ -6,8 +6,18 @@ import numpy as np
 import pytest
 
 from mtensor.ops.registry import (
-    RULES, Choice, OpCall, Operand, Strategy, normalize_axes, register, replicated,
-    result_dtype, shard_along, terms_survive, wants,
+    RULES,
+    Choice,
+    OpCall,
+    Operand,
+    Strategy,
+    normalize_axes,
+    register,
+    replicated,
+    result_dtype,
+    shard_along,
+    terms_survive,
+    wants,
 )
 from mtensor.placement import Partial, Replicate, Shard
 

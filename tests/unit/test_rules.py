@@ -11,10 +11,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from mtensor.cost.model import CostModel
 from mtensor.ops import RULES, OpCall, Operand, choose
 from mtensor.ops.plans.indexing import normalize_index as normalize_key
 from mtensor.placement import Partial, Replicate, Shard
-from mtensor.cost.model import CostModel
 from mtensor.testing.rules import assert_same, run_layouts
 
 R, S0, S1, S2, S3 = Replicate(), Shard(0), Shard(1), Shard(2), Shard(3)

@@ -1,9 +1,10 @@
 """The scheduling pass (pure: no MPI): starts as early and waits as late as the graph, the
 in-place effects and the cap on bytes in flight allow, checked on random graphs against
 those rules stated apart from the pass, and on small graphs worked out by hand."""
+from graphs import G as Graph
+from graphs import random_graphs
 from hypothesis import given, settings
 
-from graphs import G as Graph, random_graphs
 from mtensor.overlap.bucketing import plan_buckets
 from mtensor.overlap.schedule import plan_schedule
 

@@ -6,12 +6,18 @@ from dataclasses import dataclass
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from mtensor.placement import Partial, Replicate, Shard, local_shape, mesh_coords
 from mtensor.spec import (
-    DTensorSpec, check_local_shapes, check_no_partial_target, check_placements, check_same_mesh,
-    check_shape, infer_global_shape,
+    DTensorSpec,
+    check_local_shapes,
+    check_no_partial_target,
+    check_placements,
+    check_same_mesh,
+    check_shape,
+    infer_global_shape,
 )
 
 R, S0, S1, S2 = Replicate(), Shard(0), Shard(1), Shard(2)

@@ -2,10 +2,18 @@
 overlap fit (pure: no MPI), on programs small enough to work out by hand."""
 import pytest
 
-from mtensor.cost.timeline import (PROBES, START_OVERHEAD_S, BucketCost, Timeline,
-                                      bucket_cost, fit_overlap, predict_probe, probe_program,
-                                      simulate)
 from mtensor.cost.model import CostModel
+from mtensor.cost.timeline import (
+    PROBES,
+    START_OVERHEAD_S,
+    BucketCost,
+    Timeline,
+    bucket_cost,
+    fit_overlap,
+    predict_probe,
+    probe_program,
+    simulate,
+)
 
 
 def bucket(seconds=10.0, phases=1, rate=1.0, link=0):

@@ -1,8 +1,8 @@
 """Node-aware layout arithmetic and the per-link cost defaults, without MPI."""
 import pytest
 
-from mtensor.mesh import topology
 from mtensor.cost.model import INTER_NODE, INTER_NODE_RATE, CostModel, for_links
+from mtensor.mesh import topology
 
 
 @pytest.mark.parametrize("nodes,want", [

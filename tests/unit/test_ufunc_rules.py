@@ -7,10 +7,10 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
+from mtensor.cost.model import CostModel
 from mtensor.ops import RULES, OpCall, Operand, choose
 from mtensor.ops.ufunc_methods import axis_blocks, gathered
 from mtensor.placement import Replicate, Shard, local_bounds, local_slices, mesh_coords
-from mtensor.cost.model import CostModel
 
 R, S0, S1 = Replicate(), Shard(0), Shard(1)
 MODEL = CostModel()

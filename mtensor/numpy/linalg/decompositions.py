@@ -12,16 +12,22 @@ As numpy does, every factorisation computes in double precision and returns the 
 precision (float32 stays float32).  Gradients and ``mt.compile`` are refused by both kinds
 (``matrix_power`` aside).  Norms: :mod:`numpy_norms`; products: :mod:`numpy_products`."""
 from __future__ import annotations
+
 import numpy as np
-from ...device import arrays as device
+
 from ... import modes
+from ...device import arrays as device
 from ...dtensor import DTensor, guarded
-from ..util import is_dtensor, implements, refuse
 from ...ops.plans.tsqr import (
-    factor_types, local_qr, row_layout, signed, stacked_rows, work_type,
+    factor_types,
+    local_qr,
+    row_layout,
+    signed,
+    stacked_rows,
+    work_type,
 )
 from ...placement import Replicate, Shard, local_offset
-
+from ..util import implements, is_dtensor, refuse
 
 
 def refuse_untracked(name: str, *operands) -> None:

@@ -8,12 +8,12 @@ from __future__ import annotations
 import numpy as np
 from numpy.lib.array_utils import normalize_axis_index
 
-from ..util import implements
 from ..reductions import max as _max
 from ..reductions import min as _min
 from ..reductions import sum as _sum
-from .decompositions import abs2, svd
 from ..shapes import expand_dims, moveaxis, ravel, reshape
+from ..util import implements
+from .decompositions import abs2, svd
 
 
 def _top(x, axis, keepdims=False, largest=True):

@@ -9,12 +9,9 @@ import warnings
 import numpy as np
 from numpy.lib.array_utils import normalize_axis_index
 
-from ..util import is_dtensor, into_out, as_array, implements
-from ..shapes import expand_dims, getitem, moveaxis, ravel, reshape
 from ..joins import stack
-from ..util import run, refuse
-
-
+from ..shapes import expand_dims, getitem, moveaxis, ravel, reshape
+from ..util import as_array, implements, into_out, is_dtensor, refuse, run
 
 
 def _column(v, row=False):

@@ -12,18 +12,30 @@ As numpy does, every factorisation computes in double precision and returns the 
 precision (float32 stays float32).  Gradients and ``mt.compile`` are refused by both kinds
 (``matrix_power`` aside).  Norms: :mod:`numpy_norms`; products: :mod:`numpy_products`."""
 from __future__ import annotations
+
 import operator
+
 import numpy as np
+
 from ...device import arrays as device
-from ..util import is_dtensor, implements
-from .products import matmul
-from ..reductions import sum as _sum
-from ..shapes import expand_dims, getitem
 from ...ops.plans.tsqr import (
     factor_types,
 )
 from ...placement import reduced
-from .decompositions import abs2, adjoint, beside, per_matrix, replicated_block, svd_factors, refuse_untracked, whole_matrix
+from ..reductions import sum as _sum
+from ..shapes import expand_dims, getitem
+from ..util import implements, is_dtensor
+from .decompositions import (
+    abs2,
+    adjoint,
+    beside,
+    per_matrix,
+    refuse_untracked,
+    replicated_block,
+    svd_factors,
+    whole_matrix,
+)
+from .products import matmul
 
 
 @implements(np.linalg.pinv)

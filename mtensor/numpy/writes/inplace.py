@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...device import arrays as device
 from ... import modes, views
+from ...device import arrays as device
 from ...dispatch import dispatch, dispatch_into, inplace_direct
 from ...dtensor import DTensor, asnumpy
 from ...placement import Partial

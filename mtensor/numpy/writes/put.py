@@ -6,9 +6,8 @@ from __future__ import annotations
 import numpy as np
 
 from ...dtensor import DTensor
-from ..util import host_value, run, implements
+from ..util import host_value, implements, run
 from .setitem import WHOLE, assign, check_cast, check_write, setitem
-
 
 
 @implements(np.copyto)

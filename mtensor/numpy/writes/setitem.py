@@ -17,16 +17,21 @@ from functools import lru_cache
 
 import numpy as np
 
-from ...device import arrays as device
 from ... import modes, views
+from ...device import arrays as device
 from ...dispatch import dispatch
 from ...dtensor import DTensor, asnumpy
 from ...ops.plans.indexing import (
-    block_plan, check_value_shape, is_advanced, normalize_index, region_index, region_layout,
+    block_plan,
+    check_value_shape,
+    is_advanced,
+    normalize_index,
+    region_index,
+    region_layout,
     value_placements,
 )
 from ...placement import Partial, local_bounds, local_offset, reduced
-from ...spec import fmt_placements, check_same_mesh
+from ...spec import check_same_mesh, fmt_placements
 
 _KINDS = "biufc"   # numpy's order of kinds for same_kind casting of Python scalars
 

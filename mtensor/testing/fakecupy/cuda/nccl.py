@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 from mpi4py import MPI
 
-from . import mark_written, timeline, runtime
+from . import mark_written, runtime, timeline
 
 NCCL_INT8 = NCCL_CHAR = 0
 NCCL_UINT8 = 1
