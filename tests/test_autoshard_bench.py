@@ -4,7 +4,7 @@ import re
 import subprocess
 import sys
 
-from test_mpi_suites import ROOT, run_under_mpi
+from launcher import ROOT, run_under_mpi
 
 
 def test_search_only_runs_and_reports_the_layouts():

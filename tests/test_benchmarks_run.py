@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_mpi_suites import finish
+from launcher import finish
 
 ROOT = Path(__file__).resolve().parent.parent
 SECTIONS = ["## 1. Collectives", "## 2. Dispatch overhead", "## 3. Training step",

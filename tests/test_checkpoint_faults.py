@@ -15,7 +15,7 @@ import tempfile
 
 import numpy as np
 import pytest
-from test_mpi_suites import finish, mpiexec
+from launcher import finish, mpiexec
 
 pytest.importorskip("zarr")
 

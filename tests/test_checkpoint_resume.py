@@ -9,7 +9,7 @@ import subprocess
 import sys
 
 import pytest
-from test_mpi_suites import ROOT, run_under_mpi
+from launcher import ROOT, run_under_mpi
 
 LAUNCH_S = 120          # each launch takes a few seconds; a hang fails in 2 minutes
 STEPS, SAVE_AT = 20, 10

@@ -5,7 +5,7 @@ in a second layout: no answer differs from numpy's, and at least PASS_RATE of th
 import re
 
 import pytest
-from test_mpi_suites import run_under_mpi
+from launcher import run_under_mpi
 
 # Measured pass rate minus a margin; raise it as more numpy functions get sharding rules.
 PASS_RATE = 0.98

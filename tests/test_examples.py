@@ -6,7 +6,7 @@ import sys
 
 import numpy as np
 import pytest
-from test_mpi_suites import ROOT, run_under_mpi
+from launcher import ROOT, run_under_mpi
 
 
 @pytest.mark.parametrize("n", [1, 4])

@@ -3,7 +3,7 @@ every rank that saw it (each scenario in its own mpiexec, under a timeout)."""
 import time
 
 import pytest
-from test_mpi_suites import run_under_mpi
+from launcher import run_under_mpi
 
 ALL_RANKS = (0, 1)
 SCENARIOS = {  # name: (ranks that must report it, text they report)

@@ -4,7 +4,7 @@ within seconds, whether or not the other ranks wait in a collective it left."""
 import time
 from pathlib import Path
 
-from test_mpi_suites import run_under_mpi
+from launcher import run_under_mpi
 
 CASES = Path(__file__).resolve().parent / "lockstep_cases"
 PLUGIN_DIR = Path(__file__).resolve().parent / "mpi"

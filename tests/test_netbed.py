@@ -4,7 +4,7 @@ import subprocess
 import sys
 
 import pytest
-from test_mpi_suites import ROOT
+from launcher import ROOT
 
 
 def run_bed(script, args, out, timeout):

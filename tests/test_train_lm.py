@@ -4,7 +4,7 @@ import sys
 
 import numpy as np
 import pytest
-from test_mpi_suites import ROOT, run_under_mpi
+from launcher import ROOT, run_under_mpi
 
 sys.path.insert(0, str(ROOT / "examples"))
 import lm_model as lm  # noqa: E402  (from examples/, put on the path above)

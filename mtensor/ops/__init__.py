@@ -1,5 +1,5 @@
 """Sharding rules, one file per op family, all registered in ``registry.RULES``."""
-from . import (  # noqa: F401  (register)
+from . import (  # the op families: each registers its rules in registry.RULES as it loads
     contraction,
     halo,
     indexing,

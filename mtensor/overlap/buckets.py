@@ -20,6 +20,10 @@ from ..device import arrays as device
 
 
 class Bucket:
+    """Collectives of one kind on one mesh dim, fused into a single call: ``pack`` copies the
+    members' blocks into one send buffer (or lends a lone member's block), the collective
+    runs on it, and ``unpack`` hands each member its part of the received buffer."""
+
     def __init__(self, members, ins, outs, where=("", "forward")):
         first = members[0]
         self.members, self.ins, self.outs, self.where = members, ins, outs, where

@@ -31,6 +31,11 @@ REUSE = frozenset({np.add, np.subtract, np.multiply, np.true_divide, np.negative
 
 
 class Replay:
+    """A scheduled graph bound for running: the program's instructions (compute, start,
+    wait, run) with their slots, the buckets they start, and the slots to drop after each
+    one.  Calling it runs the step on new inputs; it keeps each run's instruction end times
+    for ``export_trace`` and ``explain``."""
+
     def __init__(self, graph, buckets, program):
         nodes = graph.nodes
         self.name = graph.name
@@ -70,60 +75,74 @@ class Replay:
         requests = []
         for i, ((what, arg), free) in enumerate(zip(self.steps, self.frees)):
             if what == _COMPUTE:
-                fn, ins, outs = arg
-                into = self._reusable(env, i) if self.into[i] else None
-                if into is not None:
-                    result = fn(*[env[s] for s in ins], out=into)
-                    self.reused += 1
-                else:
-                    result = fn(*[env[s] for s in ins])
-                    if self.into[i] and is_block(result):
-                        self.results[i] = (result.shape, result.dtype, result.strides)
-                if len(outs) == 1:
-                    env[outs[0]] = result
-                elif outs:
-                    for s, r in zip(outs, result):
-                        env[s] = r
-                    r = None
-                result = into = None   # env holds the blocks alone: the next step may reuse them
-                if requests:
-                    self.buckets[0].group.test_all(requests)
+                self._compute(env, i, arg, requests)
             elif what == _START:
-                bucket = self.buckets[arg]
-                send, recv = bucket.pack(env, self._alone(env, i, bucket))
-                self.reused += send is recv
-                self._announce(bucket)
-                request = bucket.group.start(bucket.kind, send, recv,
-                                            bucket.counts, bucket.op)
-                guard.after()
-                flight[arg] = (request, send, recv)
-                requests.append(request)
+                self._start(env, i, arg, flight, requests)
             elif what == _WAIT:
-                request, _, recv = flight.pop(arg)
-                bucket = self.buckets[arg]
-                self._announce(bucket, agree=False)
-                try:
-                    bucket.group.wait(request)
-                finally:
-                    guard.after()
-                requests.remove(request)
-                bucket.unpack(recv, env)
-                bucket.count()
+                self._wait(env, arg, flight, requests)
             else:
-                bucket = self.buckets[arg]
-                send, recv = bucket.pack(env, self._alone(env, i, bucket))
-                self.reused += send is recv
-                self._announce(bucket)
-                try:
-                    bucket.run(send, recv, bucket.counts, bucket.op)
-                finally:
-                    guard.after()
-                bucket.unpack(recv, env)
-                bucket.count()
+                self._blocking(env, i, arg)
             for s in free:
                 env[s] = None
             marks.append(clock())
         return env
+
+    def _compute(self, env, i, step, requests) -> None:
+        """A kernel on its slots' blocks, into a dying operand's block where one fits; then a
+        test of the requests in flight, so they progress behind the next kernel."""
+        fn, ins, outs = step
+        into = self._reusable(env, i) if self.into[i] else None
+        if into is not None:
+            result = fn(*[env[s] for s in ins], out=into)
+            self.reused += 1
+        else:
+            result = fn(*[env[s] for s in ins])
+            if self.into[i] and is_block(result):
+                self.results[i] = (result.shape, result.dtype, result.strides)
+        if len(outs) == 1:
+            env[outs[0]] = result
+        elif outs:
+            for s, r in zip(outs, result):
+                env[s] = r
+        if requests:
+            self.buckets[0].group.test_all(requests)
+
+    def _start(self, env, i, index, flight, requests) -> None:
+        """Pack bucket ``index`` and start its nonblocking collective."""
+        bucket = self.buckets[index]
+        send, recv = bucket.pack(env, self._alone(env, i, bucket))
+        self.reused += send is recv
+        self._announce(bucket)
+        request = bucket.group.start(bucket.kind, send, recv, bucket.counts, bucket.op)
+        guard.after()
+        flight[index] = (request, send, recv)
+        requests.append(request)
+
+    def _wait(self, env, index, flight, requests) -> None:
+        """Wait for bucket ``index``'s collective and unpack its result into the slots."""
+        request, _, recv = flight.pop(index)
+        bucket = self.buckets[index]
+        self._announce(bucket, agree=False)
+        try:
+            bucket.group.wait(request)
+        finally:
+            guard.after()
+        requests.remove(request)
+        bucket.unpack(recv, env)
+        bucket.count()
+
+    def _blocking(self, env, i, index) -> None:
+        """Bucket ``index`` as one blocking collective (overlap off, or nothing to hide it)."""
+        bucket = self.buckets[index]
+        send, recv = bucket.pack(env, self._alone(env, i, bucket))
+        self.reused += send is recv
+        self._announce(bucket)
+        try:
+            bucket.run(send, recv, bucket.counts, bucket.op)
+        finally:
+            guard.after()
+        bucket.unpack(recv, env)
+        bucket.count()
 
     def _reusable(self, env, i):
         """A dying operand's block that step ``i``'s ufunc may write its result into, or

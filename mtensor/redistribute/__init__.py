@@ -1,14 +1,6 @@
-"""Redistribution: a pure planner (placements A -> B as steps), a cost model, an executor."""
-from ..cost.model import CostModel, bus_bytes, get_cost_model, set_cost_model
+"""Redistribution: a pure planner (placements A -> B as the cheapest chain of one-mesh-dim
+steps, priced by ``cost``: ``plan``) and the executor that binds a plan to this rank and runs
+it through ``comm`` (``execute``)."""
 from .plan import Plan, Step, plan_cache_info, plan_redistribute
 
-__all__ = [
-    "CostModel",
-    "Plan",
-    "Step",
-    "bus_bytes",
-    "get_cost_model",
-    "plan_cache_info",
-    "plan_redistribute",
-    "set_cost_model",
-]
+__all__ = ["Plan", "Step", "plan_cache_info", "plan_redistribute"]

@@ -81,6 +81,13 @@ class _Traced:
 
 
 class Compiled:
+    """``mt.compile(fn)``: ``fn`` traced once per input signature (the leaves' specs, shapes
+    and dtypes), then replayed.  The first call with a new signature runs ``fn`` eagerly
+    under a ``Tracer`` and keeps its ``Graph``; the bucketing and schedule passes turn the
+    graph's collectives into buckets and a program of start/wait/compute instructions, and
+    every later call with that signature runs the ``Replay`` of that program on the new
+    inputs (no dispatch, no planning).  Eager and replayed results are bit for bit alike."""
+
     def __init__(self, fn, bucket_cap_mb, first_bucket_mb, overlap, inflight_cap_mb):
         functools.update_wrapper(self, fn)
         self.fn, self.overlap = fn, overlap

@@ -14,6 +14,10 @@ from ..device.arrays import is_block
 
 @dataclass(frozen=True)
 class Node:
+    """One recorded instruction: a local kernel (``compute``: ``fn(*ins) -> outs``), an
+    in-place write (``effect``: ``fn(*ins)``, no outs) or a ``collective`` (``fn`` is the
+    executor's bound collective), reading and writing value slots."""
+
     kind: str              # "compute" | "effect" | "collective"
     name: str              # op name, local step, or collective kind
     fn: Any
@@ -26,6 +30,10 @@ class Node:
 
 @dataclass
 class Graph:
+    """A traced step: its nodes in the order they ran, the slots of its arguments, constants
+    and results, and what the passes and ``explain`` need (mesh, sizes, the result's
+    pytree).  Pure data: the passes read it, ``Replay`` runs it."""
+
     name: str
     nodes: list
     nslots: int

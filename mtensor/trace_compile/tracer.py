@@ -19,6 +19,11 @@ from .graph import Node
 
 
 class Tracer:
+    """The recording executor: while ``mt.compile`` traces, dispatch and the redistribution
+    executor hand it every local kernel and collective they run (``call``, ``collective``),
+    and it numbers the blocks they read and write as slots.  Blocks the step did not make
+    become inputs (arguments) or constants; the result is the ``Graph`` of the step."""
+
     def __init__(self):
         self.nodes = []
         self.values = []        # slot -> value seen while tracing

@@ -205,7 +205,7 @@ def test_a_missing_synchronise_fails(xp, monkeypatch):
     aware = line_mesh(xp, "cuda-aware", WORLD.Dup())
     x = mt.DTensor.from_local(xp.put(terms) * 1.0, aware, [Partial()], shape=(4,))
     with monkeypatch.context() as patch:
-        patch.setattr(mt.device, "synchronize", lambda block: None)
+        patch.setattr(mt.device.arrays, "synchronize", lambda block: None)
         with pytest.raises(RuntimeError, match="not synchronised"):
             x.redistribute(aware, [Replicate()])
     staged = line_mesh(xp, "staged", WORLD.Dup())

@@ -7,7 +7,6 @@ from mpi_helpers import assert_all_ranks, host, random_array
 from op_sweep import assert_matches_numpy
 
 import mtensor as mt
-import mtensor.numpy_joins  # noqa: F401  (registers the handlers until mtensor imports it)
 
 MESH_NDIM_MAX = 2   # 1-D and 2-D meshes (see conftest.mesh)
 

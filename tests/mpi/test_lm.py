@@ -5,8 +5,8 @@ import sys
 
 import numpy as np
 import pytest
+from launcher import ROOT
 from mpi_helpers import WORLD, assert_all_ranks, host
-from test_mpi_suites import ROOT
 
 import mtensor as mt
 

@@ -9,7 +9,6 @@ import pytest
 from mpi_helpers import WORLD, assert_all_ranks, dtensor_of, host, random_array
 
 import mtensor as mt
-import mtensor.numpy_scans  # noqa: F401  (registers cumsum & co. until mtensor imports it)
 from mtensor.placement import Partial, Replicate, Shard
 
 MESH_NDIM_MAX = 2   # 1-D and 2-D meshes (see conftest.mesh)

@@ -286,7 +286,7 @@ def test_diff_longer_than_axis_is_empty():
 
 
 def convolve_case(x, v, mode):
-    """What ``numpy_scans.convolve`` passes: kernel length - 1 rows of halo, the mode's zero
+    """What ``numpy.differences.convolve`` passes: kernel length - 1 rows of halo, the mode's zero
     padding as prepended/appended rows."""
     m = v.size
     before, after = {"full": (m - 1, m - 1), "same": (m - 1 - (m - 1) // 2, (m - 1) // 2),

@@ -179,7 +179,7 @@ def test_signed_zero_diagonal_and_single_precision():
 
 
 def tsqr(a, mesh, layout, mode):
-    """TSQR as numpy_linalg runs it, with the ranks simulated: each block's qr, the R factors
+    """TSQR as numpy.linalg.decompositions runs it, with the ranks simulated: each block's qr, the R factors
     stacked in the layout of A's rows, the small qr, each block's rows of Q2."""
     m, n = a.shape
     rows, nblocks = stacked_rows(a.shape, mesh, layout)

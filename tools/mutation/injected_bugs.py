@@ -4,7 +4,7 @@ that only runs under MPI passes the unit tests by nature.)  (The pure layers' mu
 these are the bugs in the executor, the communicator and the optimizers that only the MPI
 suites can catch, and the ones issue 22 found slipping through.)
 
-    python tests/mutation/injected_bugs.py [--ranks 2] [--out table.md]
+    python tools/mutation/injected_bugs.py [--ranks 2] [--out table.md]
 
 Each bug replaces one exact piece of source (it must occur once).  The copy then runs the
 unit tests and the MPI suites at ``--ranks`` ranks under a timeout; a bug is caught when a
