@@ -14,8 +14,9 @@ The convention (also in docs/testing.md): **a block claims an output when it sho
   under it are its standard output.  A command may name a file that a block of the same page
   defines with ``title="NAME"`` in its fence (```` ```python title="quickstart.py" ````).
 - In both, ``...`` in an output matches anything (doctest's ELLIPSIS), so a long output can be
-  shown abridged, and an exception is shown as doctest shows it (``Traceback (most recent
-  call last):``, ``...``, then the exception line).
+  shown abridged; runs of whitespace compare equal (NORMALIZE_WHITESPACE); an exception is
+  shown as doctest shows it (``Traceback (most recent call last):``, ``...``, then the
+  exception line).
 
 Blocks without a prompt (``python``, ``bash``, ``text``) claim nothing and are not run.
 
@@ -31,11 +32,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+from launcher import run_under_mpi
+
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = sorted([ROOT / "README.md", *(ROOT / "docs").rglob("*.md")])
 PAGES = [p for p in PAGES if not p.is_symlink()]   # generated results, linked into the site
 RANKS = 4
-FLAGS = doctest.ELLIPSIS
+FLAGS = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
 FENCE = re.compile(r"^(?P<indent> *)(?P<fence>`{3,})(?P<info>[^`]*)$")
 
 
@@ -56,7 +60,7 @@ def blocks(path):
         while i < len(lines) and lines[i].strip() != fence:
             body.append(lines[i][indent:] if lines[i][:indent].strip() == "" else lines[i])
             i += 1
-        yield lang, attrs, i - len(body) + 1 - 1, "\n".join(body) + "\n"
+        yield lang, attrs, i - len(body), "\n".join(body) + "\n"   # 0-based first line
         i += 1
 
 
@@ -83,7 +87,7 @@ def commands(path):
             if ln.startswith("$ "):
                 if cmd:
                     found.append(cmd)
-                cmd = [line + k, ln[2:].strip(), ""]
+                cmd = [line + k + 1, ln[2:].strip(), ""]
             elif cmd:
                 cmd[2] += ln + "\n"
         if cmd:
@@ -103,7 +107,7 @@ def run_sessions(path):
     for test in sessions(path):
         test.globs = globs                     # one session per page: state carries on
         runner.run(test, out=report.write, clear_globs=False)
-    failed, tried = runner.summarize(verbose=False)
+    failed, tried = runner.failures, runner.tries
     world = MPI.COMM_WORLD
     results = world.gather((failed, tried, report.getvalue()), root=0)
     if world.rank == 0:
@@ -117,18 +121,7 @@ def run_sessions(path):
     return 0 if ok else 1
 
 
-if __name__ == "__main__":
-    sys.exit(run_sessions(sys.argv[1]))
-
-
 # ---- under pytest -------------------------------------------------------------------------
-
-import pytest  # noqa: E402
-
-try:  # the launcher of the MPI tests: a helper module, or (older layout) the suite file
-    from launcher import mpiexec, run_under_mpi  # noqa: E402
-except ImportError:
-    from test_mpi_suites import mpiexec, run_under_mpi  # noqa: E402
 
 SESSION_PAGES = [p for p in PAGES if sessions(p)]
 COMMANDS = [(p, *c) for p in PAGES for c in commands(p)[0]]
@@ -169,5 +162,5 @@ def test_commands(page, line, command, expected, tmp_path):
         + checker.output_difference(doctest.Example(command, expected), result.stdout, FLAGS))
 
 
-def test_mpiexec_is_there():
-    assert mpiexec()
+if __name__ == "__main__":
+    sys.exit(run_sessions(sys.argv[1]))
