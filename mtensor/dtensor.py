@@ -132,7 +132,7 @@ class DTensor:
         modes.refuse_while_tracing("full_tensor() (or np.asarray, float, bool)")
         replicated = (Replicate(),) * self.device_mesh.ndim
         guard.state.op = "full_tensor"
-        return self._redistribute(replicated)._local
+        return relayout(self, replicated)._local
 
     def redistribute(self, device_mesh=None, placements: Optional[Sequence[Placement]] = None):
         """The same tensor laid out as ``placements`` on the same mesh (a collective)."""
@@ -143,25 +143,12 @@ class DTensor:
             "redistribute", spec.placements if placements is None else placements, spec.mesh,
             spec.shape)
         guard.state.op = "redistribute"
-        out = self._redistribute(placements)
+        out = relayout(self, placements)
         if modes.active.tape is not None:
             modes.active.tape.push("redistribute", (self,), (self.placements,), out)
         if modes.active.autoshard is not None:
             modes.active.autoshard.pinned(self, out)
         return out
-
-    def _redistribute(self, placements) -> "DTensor":
-        """Redistribute to any validated placements, Partial included (ops need that)."""
-        if self._view is not None:
-            views.sync(self)
-        spec = self._spec
-        if placements == spec.placements:
-            return self
-        source = self.reduced_form()
-        if placements == source._spec.placements:
-            return DTensor(source._local.copy(), source._spec)
-        program, out_spec = redistribution(source._spec, placements, spec.mesh.cost_model())
-        return DTensor(program(source._local), out_spec)
 
     def __array__(self, dtype=None, copy=None):
         if self.device_mesh.device_type != "cpu":
@@ -218,6 +205,22 @@ class DTensor:
                 "from_local (grad_placements)", grad_placements, device_mesh, local.shape)
             modes.active.tape.push("from_local", (term,), (tuple(grads),), out)
         return out
+
+
+def relayout(x: DTensor, placements) -> DTensor:
+    """``x`` in any validated placements, Partial included: the redistribution the layers
+    above use (ops, writes, gradients and checkpoints need Partial targets, which the public
+    ``redistribute`` refuses)."""
+    if x._view is not None:
+        views.sync(x)
+    spec = x._spec
+    if placements == spec.placements:
+        return x
+    source = x.reduced_form()
+    if placements == source._spec.placements:
+        return DTensor(source._local.copy(), source._spec)
+    program, out_spec = redistribution(source._spec, placements, spec.mesh.cost_model())
+    return DTensor(program(source._local), out_spec)
 
 
 def own_block(term: "DTensor", device_mesh):
@@ -309,7 +312,7 @@ def distribute_tensor(array, device_mesh=None, placements=None,
             )
         local = _scatter_from(array, spec, src_data_rank)
     local = device.to_device(local, device_mesh.device_type)
-    return DTensor(local, spec)._redistribute(placements)
+    return relayout(DTensor(local, spec), placements)
 
 
 def asnumpy(x) -> np.ndarray:

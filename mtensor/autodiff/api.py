@@ -15,7 +15,7 @@ import numpy as np
 
 from .. import dispatch, modes
 from ..comm import guard
-from ..dtensor import DTensor
+from ..dtensor import DTensor, relayout
 from ..placement import Partial, reduced
 from ..pytree import flatten
 from . import tape
@@ -27,7 +27,7 @@ def _settled(g):
     if not any(isinstance(p, Partial) for p in g.placements):
         return g
     guard.state.op = "the gradient (reducing a shared cotangent)"
-    return g._redistribute(reduced(g.placements))
+    return relayout(g, reduced(g.placements))
 
 
 def _backward(recorded, value, leaves):
@@ -141,4 +141,4 @@ def _gradient(leaf, grads):
     guard.state.op = "the gradient (laid out like its parameter)"
     if modes.active.autoshard is not None:
         modes.active.autoshard.like(g, leaf)
-    return g._redistribute(leaf.placements)
+    return relayout(g, leaf.placements)

@@ -16,7 +16,7 @@ import numpy as np
 from .. import modes
 from ..comm import guard
 from ..device import arrays as device
-from ..dtensor import DTensor, own_block
+from ..dtensor import DTensor, own_block, relayout
 from ..placement import Replicate
 from ..spec import DTensorSpec, fmt_placements
 from .tape import VJPS
@@ -34,7 +34,7 @@ def _to_local_vjp(j, g, out, operands, params):
 def _from_local_vjp(j, g, out, operands, params):
     """The global cotangent laid out as the grad placements, then this rank's block."""
     term = operands[0]
-    laid = g._redistribute(params[0])
+    laid = relayout(g, params[0])
     if modes.active.autoshard is not None:
         modes.active.autoshard.pinned(g, laid)
     block = laid._local

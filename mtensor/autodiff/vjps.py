@@ -10,6 +10,7 @@ import math
 import numpy as np
 
 from ..dispatch import dispatch
+from ..dtensor import relayout
 from ..ops.contraction import einsum_form
 from ..ops.registry import OpCall, Operand, normalize_axes
 from ..placement import reduced
@@ -152,7 +153,7 @@ VJPS.update({
     "broadcast_to": _unary(lambda g, out, ops, params: unbroadcast(g, ops[0].shape)),
     "getitem": _unary(lambda g, out, ops, params: _index_put(g, params[0], ops[0].shape)),
     # the reverse redistribution: all-gather <-> reduce-scatter, a Partial source is whole
-    "redistribute": _unary(lambda g, out, ops, params: g._redistribute(reduced(params[0]))),
+    "redistribute": _unary(lambda g, out, ops, params: relayout(g, reduced(params[0]))),
 })
 
 

@@ -28,8 +28,8 @@ class Group:
         meshes = set(meshes)
         self.mesh = max(meshes, key=lambda m: m.size(), default=None)
         if self.mesh is not None:
-            ranks = set(self.mesh._world_ranks)
-            if any(set(m._world_ranks) != ranks for m in meshes):
+            ranks = set(self.mesh.world_ranks)
+            if any(set(m.world_ranks) != ranks for m in meshes):
                 raise ValueError("mtensor.checkpoint: DTensor leaves live on meshes over "
                                  "different ranks; every leaf's mesh must span the same "
                                  "ranks (sub-meshes: save from the whole mesh)")

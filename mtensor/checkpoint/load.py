@@ -13,7 +13,7 @@ import os
 import numpy as np
 import optree
 
-from ..dtensor import DTensor
+from ..dtensor import DTensor, relayout
 from ..placement import Partial, Replicate, Shard, local_slices, reduced
 from ..pytree import NAMESPACE, flatten
 from ..spec import DTensorSpec, check_placements
@@ -215,7 +215,7 @@ def _wrap(value, target):
     stored = reduced(target.placements)
     out = DTensor.from_local(value, target.mesh, stored, shape=target.shape)
     if stored != tuple(target.placements):
-        out = out._redistribute(tuple(target.placements))        # local R -> P
+        out = relayout(out, tuple(target.placements))        # local R -> P
     return out
 
 

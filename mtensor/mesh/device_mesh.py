@@ -87,11 +87,11 @@ class DeviceMesh:
             for d, name in enumerate(self.backends))
         world = MPI.COMM_WORLD.Get_group()
         group = comm.Get_group()
-        self._world_ranks = tuple(group.Translate_ranks(list(range(comm.size)), world))
+        self.world_ranks = tuple(group.Translate_ranks(list(range(comm.size)), world))
         group.Free()
         # device and backends too: a plan bound on one mesh must not run on a twin whose
         # communicators differ
-        self._key = (self.shape, self.mesh_dim_names, self._world_ranks, device_type,
+        self._key = (self.shape, self.mesh_dim_names, self.world_ranks, device_type,
                      self.backends, tuple(id(c) for c in self._communicators))
         self._hash = hash(self._key)
         self._submeshes = {}

@@ -29,7 +29,7 @@ import numpy as np
 
 from .. import modes
 from ..device import arrays as device
-from ..dtensor import DTensor
+from ..dtensor import DTensor, relayout
 from ..placement import (
     Replicate,
     Shard,
@@ -108,10 +108,10 @@ def hits(name: str, cond, values=None):
         check_same_mesh(name, mesh, cond.device_mesh)
     layout = reduced(ref.placements)
     if type(cond) is DTensor:
-        mask = cond._redistribute(layout)._local
+        mask = relayout(cond, layout)._local
     else:
         mask = np.asarray(cond)[local_slices(shape, mesh.shape, layout, mesh.coordinate)]
-    vals = None if values is None else values._redistribute(layout)._local
+    vals = None if values is None else relayout(values, layout)._local
     found = np.nonzero(mask.reshape(-1) if not shape else mask)
     picked = None if vals is None else vals.reshape(-1)[found] if not shape else vals[found]
     if not any(isinstance(p, Shard) for p in layout):

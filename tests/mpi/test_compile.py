@@ -11,6 +11,7 @@ from mpi_helpers import WORLD, assert_all_ranks, host
 
 import mtensor as mt
 from mtensor import Partial, Replicate, Shard
+from mtensor.dtensor import relayout
 
 R = Replicate()
 
@@ -201,7 +202,7 @@ def test_fused_gathers_and_reduce_scatters_unpack_each_member(mesh):
 
     def move(split, terms):
         gathered = [s.redistribute(mesh, [R] * mesh.ndim) for s in split]
-        scattered = [p._redistribute(tuple(shard)) for p in terms]
+        scattered = [relayout(p, tuple(shard)) for p in terms]
         return gathered, scattered
 
     step = mt.compile(move)
@@ -227,7 +228,7 @@ def test_every_collective_kind_replays(mesh):
     ones = np.ones((9, 2))
 
     def f(x, y):
-        return (x.max(axis=0) * 2 + 1, y._redistribute((Shard(1),) + shard[1:]) * 3,
+        return (x.max(axis=0) * 2 + 1, relayout(y, (Shard(1),) + shard[1:]) * 3,
                 np.tanh(y) @ ones)
 
     step = mt.compile(f)

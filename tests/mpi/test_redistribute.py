@@ -13,6 +13,7 @@ from mpi_helpers import (
 )
 
 import mtensor as mt
+from mtensor.dtensor import relayout
 from mtensor.placement import Partial, Replicate, Shard
 from mtensor.redistribute import plan_redistribute
 
@@ -79,7 +80,7 @@ def test_to_partial_internally(mesh):
     x = dtensor_of(full, mesh, (Shard(0),) + (Replicate(),) * (mesh.ndim - 1))
     failures = []
     for dst in targets:
-        y = x._redistribute(dst)
+        y = relayout(x, dst)
         back = host(y)
         if not np.array_equal(back, full):
             failures.append(f"S(0) -> {list(dst)} -> R")

@@ -20,7 +20,7 @@ import numpy as np
 from ... import modes, views
 from ...device import arrays as device
 from ...dispatch import dispatch
-from ...dtensor import DTensor, asnumpy
+from ...dtensor import DTensor, asnumpy, relayout
 from ...ops.plans.indexing import (
     block_plan,
     check_value_shape,
@@ -140,7 +140,7 @@ def _same_shape_mask(target, key):
 
 def _fill_where(target, mask, value) -> None:
     """``x[mask] = scalar`` with a mask laid out like ``x``: each rank writes its own block."""
-    mask = mask._redistribute(reduced(target.placements))
+    mask = relayout(mask, reduced(target.placements))
     if target._view is not None:
         views.sync(target)
     value = _constant_term(target, value)
@@ -229,7 +229,7 @@ def _value_block(value: DTensor, region, want, op: str):
         value = dispatch("broadcast_to", (value,), (tuple(region),))
     if value._view is not None:
         views.sync(value)
-    return value._redistribute(want)._local
+    return relayout(value, want)._local
 
 
 def _constant_term(target, value):
