@@ -5,8 +5,9 @@ The convention (also in docs/testing.md): **a block claims an output when it sho
 - A ```` ```pycon ```` block is a Python session, doctest's format: lines starting ``>>> ``
   (continued by ``... ``) are code, the lines under them up to the next prompt or blank line
   are what that code prints or returns.  The pycon blocks of one page are one session, run in
-  order in one interpreter on every rank of ``mpiexec -n 4`` (they build meshes), and every
-  rank must print what the block shows: SPMD code gives the same answer everywhere.  A
+  order in one interpreter on every rank of ``mpiexec -n 4`` (they build meshes), in a fresh
+  temporary working directory (so a session may write ``runs/a/step-00005``), and every rank
+  must print what the block shows: SPMD code gives the same answer everywhere.  A
   statement that prints on one rank only (``mt.visualize_sharding(x)`` prints on the mesh's
   first rank) cannot be shown bare: print what it returns.
 - A ```` ```console ```` block is a shell session: a line starting ``$ `` is a command
@@ -28,8 +29,10 @@ import io
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -100,15 +103,16 @@ def commands(path):
 def run_sessions(path):
     """Run ``path``'s pycon blocks as one session on this rank; rank 0 prints every rank's
     failures and the exit status says whether any rank failed."""
-    os.chdir(ROOT)
     from mpi4py import MPI
+    path, world = Path(path).resolve(), MPI.COMM_WORLD
+    workdir = world.bcast(tempfile.mkdtemp(prefix="mtensor-docs-") if world.rank == 0 else None)
+    os.chdir(workdir)                          # files a session writes land in a fresh folder
     runner = doctest.DocTestRunner(optionflags=FLAGS)
     report, globs = io.StringIO(), {"__name__": "__docs__"}
     for test in sessions(path):
         test.globs = globs                     # one session per page: state carries on
         runner.run(test, out=report.write, clear_globs=False)
     failed, tried = runner.failures, runner.tries
-    world = MPI.COMM_WORLD
     results = world.gather((failed, tried, report.getvalue()), root=0)
     if world.rank == 0:
         for rank, (f, t, text) in enumerate(results):
@@ -117,6 +121,8 @@ def run_sessions(path):
         print(f"docs sessions {rel(path)}: {sum(r[1] for r in results)} examples tried, "
               f"{sum(r[0] for r in results)} failed over {world.size} ranks")
     ok = world.bcast(all(r[0] == 0 for r in results) if world.rank == 0 else None, root=0)
+    if world.rank == 0:
+        shutil.rmtree(workdir, ignore_errors=True)
     sys.stdout.flush()
     return 0 if ok else 1
 
