@@ -1,11 +1,7 @@
-"""Dispatch: the one path every op takes on DTensors.
-
-    unwrap -> rule -> choose -> redistribute inputs -> local compute -> wrap
-
-Everything up to the choice depends only on the op name, static params and the operands'
-specs, so it is decided once per signature and cached as a ``Decision``: a repeated call
-looks the signature up, runs the bound redistribution programs (none when the layouts
-already fit), calls the kernel on the local blocks and wraps the result."""
+"""Deciding an op: the rule's strategies priced by the cost model, the cheapest bound to this
+rank as a ``Decision`` and cached per signature (op name, static params, the operands' specs),
+so a repeated call does no planning at all.
+"""
 from __future__ import annotations
 
 import cmath

@@ -1,8 +1,6 @@
-"""Vector-Jacobian products, written as ordinary DTensor ops on the global arrays.
-
-Each rule maps the output's cotangent ``g`` to one operand's, with numpy's global
-semantics; placements never appear, so the sharding rules and the cost model choose every
-backward collective, exactly as they choose the forward's."""
+"""Vector-Jacobian products of numpy's selections, scans, differences and elementwise
+functions, written as DTensor ops on the global arrays (as ``vjps``).
+"""
 from __future__ import annotations
 
 import numpy as np

@@ -1,22 +1,7 @@
-"""ufunc methods on DTensors beyond ``__call__``: ``outer``, ``reduce`` of any binary ufunc,
-``accumulate`` (a distributed scan), ``reduceat`` (the axis gathered), and ``np.cumsum``,
-``np.cumprod``, ``np.nancumsum``, ``np.nancumprod``.  ``apply_ufunc`` in :mod:`numpy_api`
-finds the methods in ``HANDLED`` under ``("ufunc", method)``, registered here (so numpy_api
-need not import this module).
-
-The scan along a split axis, for associative ufuncs (``ops.ufunc_methods.SCANNABLE``)::
-
-    local   = ufunc_accumulate(a)           each rank scans its own block (no communication)
-    totals  = scan_totals(local)            each block's last slice: (nblocks, ...) sharded
-    totals  = totals.redistribute(gathered) the planner's all-gather of those small totals
-    result  = scan_apply(local, totals)     block k: fold(totals[j], j < k) op local
-
-Only the totals move: one slice per block, never the blocks themselves.
-
-``np.diff``, ``np.ediff1d``, ``np.gradient`` and ``np.convolve`` along a split axis exchange
-halos
-(:mod:`ops.halo`): each block's first and last few slices are all-gathered, and each rank
-computes its output block from its own block and those edges."""
+"""``np.diff``, ``np.ediff1d``, ``np.gradient`` and ``np.convolve`` on DTensors.  Along a split
+axis they exchange halos (``ops.halo``): each block's first and last few slices are
+all-gathered, and each rank computes its output block from its own block and those edges.
+"""
 from __future__ import annotations
 
 import numpy as np

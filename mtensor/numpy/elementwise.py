@@ -1,9 +1,5 @@
-"""numpy's functions on DTensors: the table behind ``__array_function__`` and
-``__array_ufunc__`` (NEP 18, NEP 13), also exported as ``mt.sum``, ``mt.matmul``, ...
-
-Each handler turns numpy's arguments into an op name, operands and hashable static params
-and hands them to :func:`dispatch.dispatch`.  Arguments mtensor cannot honour (``out=``,
-``where=``, advanced indexing) raise ``TypeError`` saying so; nothing is silently ignored."""
+"""numpy's elementwise functions that are not ufuncs: ``where``, ``clip``, ``copy``, ``astype``.
+"""
 from __future__ import annotations
 
 import numpy as np

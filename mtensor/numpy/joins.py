@@ -1,8 +1,6 @@
-"""numpy's shape functions on DTensors (reshape, transpose, joins, indexing, ``*_like``),
-registered in the same table as :mod:`numpy_api`.
-
-Where numpy returns a view (basic indexing, transpose, reshape, ...), so does mtensor: the
-result is linked to its base (:mod:`views`), and writes to either show in both."""
+"""numpy's joins on DTensors: ``concatenate``, ``stack``, ``vstack``, ``hstack``, ``dstack``,
+``column_stack``, ``append`` and ``block``.
+"""
 from __future__ import annotations
 
 import numpy as np

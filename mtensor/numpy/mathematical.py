@@ -1,16 +1,6 @@
-"""numpy's comparisons and statistics on DTensors: ``isclose``, ``allclose``,
-``array_equal``, ``array_equiv``, ``round``, ``real``, ``imag``, ``angle``, ``interp``,
-``count_nonzero``, ``ptp``, ``average``, ``cov``, ``corrcoef``, registered in the table of
-:mod:`numpy_api` (the ``nan*`` reductions: :mod:`numpy_nan`).
-
-Each is numpy's own formula written with DTensor ops (``where``, ``isnan``, ``sum``,
-``max``, ``dot``, ...), so it stays distributed wherever they do: a NaN-skipping sum is
-``sum(where(isnan(a), 0, a))``, a reduction of a split dim leaves partial terms that the
-next consumer reduces.  The functions that answer a Python bool (``allclose``,
-``array_equal``, ``array_equiv``) all-reduce one flag, so every rank gets the same answer;
-numpy's value checks (zero weights, all-NaN slices for ``nanargmax``) read values the
-same way.  ``nanmean``, ``nanvar``, ``nanmax``... give numpy's values for all-NaN slices
-without its warnings (a warning would cost a collective on every call)."""
+"""numpy's mathematical functions beyond the ufuncs: ``round``, ``real``, ``imag``, ``angle``
+and ``interp``.
+"""
 from __future__ import annotations
 
 import numpy as np

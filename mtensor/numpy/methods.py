@@ -1,15 +1,8 @@
-"""numpy's operators, methods, attributes and protocols on DTensor, installed by
-``install(DTensor)``.
-
-Operators go straight to dispatch (no trip through numpy's override machinery); numpy's
-own functions reach the same handlers through ``__array_ufunc__``/``__array_function__``,
-and methods that are numpy functions of the array (``x.argsort()``, ``x.take(i)``) call
-them, so they work wherever the function does.  The in-place methods (``sort``,
-``partition``, ``fill``, ``flat[k] = v``) write into the DTensor in its own layout, as an
-item assignment, so views of it see the change.  Reading values (``item``, ``tolist``,
-``int(x)``) is a collective.  A name numpy arrays have and DTensors lack raises the
-TypeError of a numpy function without a rule.  Scalars and plain arrays mixed with
-DTensors are used as replicated values: they must hold the same value on every rank."""
+"""numpy's array methods, attributes and scalar conversions on DTensor, installed by
+``install(DTensor)`` with the operators.  Methods that are numpy functions of the array call
+them; the in-place ones (``sort``, ``fill``, ``flat[k] = v``) write in the DTensor's own
+layout; reading values (``item``, ``tolist``, ``int(x)``) is a collective.
+"""
 from __future__ import annotations
 
 import operator

@@ -1,9 +1,7 @@
-"""numpy's functions on DTensors: the table behind ``__array_function__`` and
-``__array_ufunc__`` (NEP 18, NEP 13), also exported as ``mt.sum``, ``mt.matmul``, ...
-
-Each handler turns numpy's arguments into an op name, operands and hashable static params
-and hands them to :func:`dispatch.dispatch`.  Arguments mtensor cannot honour (``out=``,
-``where=``, advanced indexing) raise ``TypeError`` saying so; nothing is silently ignored."""
+"""numpy's protocols on DTensors: ``__array_ufunc__`` (``apply_ufunc``: elementwise calls,
+``out=``, reductions, ``at`` and the ufunc methods of ``ufunc_methods``) and
+``__array_function__`` (the handlers of ``util.HANDLED``).
+"""
 from __future__ import annotations
 
 import builtins

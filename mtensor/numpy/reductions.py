@@ -1,9 +1,7 @@
-"""numpy's functions on DTensors: the table behind ``__array_function__`` and
-``__array_ufunc__`` (NEP 18, NEP 13), also exported as ``mt.sum``, ``mt.matmul``, ...
-
-Each handler turns numpy's arguments into an op name, operands and hashable static params
-and hands them to :func:`dispatch.dispatch`.  Arguments mtensor cannot honour (``out=``,
-``where=``, advanced indexing) raise ``TypeError`` saying so; nothing is silently ignored."""
+"""numpy's reductions on DTensors: ``sum``, ``prod``, ``mean``, ``max``, ``min``, ``any``,
+``all``, ``argmax``, ``argmin`` (one op each: a split reduced dim gives partial terms), and
+``var``/``std`` as numpy's two-pass formula of DTensor ops.
+"""
 from __future__ import annotations
 
 import builtins

@@ -1,10 +1,5 @@
-"""numpy's set functions on DTensors: ``isin``, ``intersect1d``, ``union1d``, ``setdiff1d``,
-written with the distributed ``unique``, ``sort``, ``searchsorted`` and ``take``.
-
-``isin`` looks each element up in the sorted test values (used whole: a DTensor is gathered),
-so ``element`` keeps its layout.  The others follow numpy's own algorithms on the flattened
-arrays (``intersect1d``: the sorted concatenation of both uniques, kept where a value repeats),
-so their results are laid out as ``unique`` and masks lay them out: balanced ``S(0)``.
+"""numpy's set functions on DTensors: ``unique`` (a sample sort that keeps equal values
+together, then a merge per rank), ``isin``, ``intersect1d``, ``union1d``, ``setdiff1d``.
 """
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
-"""numpy's shape functions on DTensors (reshape, transpose, joins, indexing, ``*_like``),
-registered in the same table as :mod:`numpy_api`.
-
-Where numpy returns a view (basic indexing, transpose, reshape, ...), so does mtensor: the
-result is linked to its base (:mod:`views`), and writes to either show in both."""
+"""numpy's shape functions on DTensors: ``reshape``, ``ravel``, ``transpose``, ``swapaxes``,
+``moveaxis``, ``expand_dims``, ``squeeze``, ``broadcast_to``, ``atleast_*d``, basic indexing
+(``getitem``) and ``shape``/``ndim``/``size``.  Where numpy returns a view, so does mtensor:
+the result is linked to its base (``views``) and writes to either show in both.
+"""
 from __future__ import annotations
 
 from functools import lru_cache

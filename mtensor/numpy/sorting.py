@@ -1,26 +1,8 @@
-"""numpy's sorting, set and counting family on DTensors: ``sort``, ``argsort``,
-``partition``, ``argpartition``, ``unique``, ``searchsorted``, ``bincount``, ``histogram``,
-``quantile``, ``percentile``, ``median`` and their nan variants.
-
-Partial inputs are reduced first.  Along an axis that every rank holds whole, numpy runs
-on each block and the result keeps the layout (no communication).  Along a split axis:
-
-- 1-D arrays (and ``axis=None``, after ``ravel``) for ``sort``, ``argsort``, ``partition``,
-  ``argpartition`` and ``unique``: a sample sort over the whole mesh (plan in
-  ``ops.sort_plan``).  Each rank sorts its block, ``p`` regular samples per rank are
-  all-gathered, ``p - 1`` splitters cut every block, one all-reduce of the ``p x p`` count
-  matrix agrees the sizes, one all-to-all (per carried array) moves the pieces, each rank
-  merges them, and a second all-to-all rebalances to the ``array_split`` layout, which then
-  goes back to the input's layout.  ``argsort`` carries global indices (ties in index order:
-  numpy's stable order); ``partition`` is a full sort there (a valid partition).
-- N-D arrays sorted along a split axis, and the quantile family: the planner gathers the
-  axis (Replicate on the mesh dims that split it), numpy runs on the blocks, and the result
-  goes back to the input's layout (quantiles keep the splits of the other dims).
-
-``searchsorted``, ``bincount``, ``histogram``: :mod:`numpy_counting`.
-
-These read values outside dispatch: ``mt.compile`` refuses them, and gradients do not flow
-through their float results."""
+"""numpy's sorting on DTensors: ``sort``, ``argsort``, ``partition``, ``argpartition``.  Along an
+axis every rank holds whole, each block sorts with numpy; a split 1-D axis is sample-sorted
+(``ops.plans.sample_sort``) and rebalanced to the input's layout.  The helpers the counting,
+set and statistics sections share are here.
+"""
 from __future__ import annotations
 
 import numpy as np

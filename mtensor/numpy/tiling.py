@@ -1,13 +1,5 @@
-"""numpy's joins and tiling on DTensors (``vstack``, ``hstack``, ``dstack``, ``column_stack``,
-``atleast_*d``, ``append``, ``flip``, ``roll``, ``repeat``, ``tile``, ``meshgrid``, ``pad``),
-registered in the table of :mod:`numpy_api`; :mod:`numpy_diag` adds the diagonal family.
-
-Each is written as a composition of ops mtensor already has (views, ``concatenate``,
-``broadcast_to``, ``reshape``, ``copy``), so each inherits their sharding rules and never
-gathers more than they do: a dim the function leaves alone keeps its split, a dim it joins,
-rolls or pads is made whole (the join rule's need), a reversed or sliced split dim goes the
-way of ``x[::-1]`` (gathered, or left as partial terms, as the cost model picks).  Arguments
-that cannot be honoured raise ``TypeError`` naming the function and the argument."""
+"""numpy's tiling and padding on DTensors: ``repeat``, ``tile``, ``pad`` (constant mode).
+"""
 from __future__ import annotations
 
 import numpy as np

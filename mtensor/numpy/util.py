@@ -1,9 +1,8 @@
-"""numpy's functions on DTensors: the table behind ``__array_function__`` and
-``__array_ufunc__`` (NEP 18, NEP 13), also exported as ``mt.sum``, ``mt.matmul``, ...
-
-Each handler turns numpy's arguments into an op name, operands and hashable static params
-and hands them to :func:`dispatch.dispatch`.  Arguments mtensor cannot honour (``out=``,
-``where=``, advanced indexing) raise ``TypeError`` saying so; nothing is silently ignored."""
+"""Helpers the numpy sections share: the table behind ``__array_function__`` (``HANDLED``,
+``implements``), refusals of arguments DTensors cannot honour (``refuse``, ``unsupported``,
+``refuse_dtensor_args``), running an op through dispatch (``run``), numpy's ``out=``
+(``into_out``), argument normalisation and an agreed boolean read (``agreed``).
+"""
 from __future__ import annotations
 
 import builtins

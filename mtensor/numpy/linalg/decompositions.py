@@ -1,16 +1,7 @@
-"""numpy's matrix factorisations and solvers on DTensors (``np.linalg``), registered in the
-table of :mod:`numpy_api`.  Two kinds, by what the algorithm needs:
-
-* ``qr`` of a matrix by TSQR (its plan and block kernels: :mod:`ops.linalg_rules`), and
-  ``svd``, ``pinv``, ``lstsq``, ``matrix_rank`` on top of it: only ``n x n`` factors and
-  ``n``-vectors move; ``matrix_power`` by repeated ``matmul``;
-* small dense problems (``solve``, ``inv``, ``det``, ``slogdet``, ``eig``, ``eigh``,
-  ``eigvals``, ``eigvalsh``, ``cholesky``, and stacked ``qr``/``svd``): the matrices are made
-  whole and every rank computes them with numpy; split batch dims stay split.
-
-As numpy does, every factorisation computes in double precision and returns the input's
-precision (float32 stays float32).  Gradients and ``mt.compile`` are refused by both kinds
-(``matrix_power`` aside).  Norms: :mod:`numpy_norms`; products: :mod:`numpy_products`."""
+"""``np.linalg`` factorisations on DTensors: ``qr`` by TSQR (its plan and block kernels:
+``ops.plans.tsqr``), ``svd`` and ``svdvals`` on top of it, and the helpers the solvers share
+(whole matrices per rank, adjoints, the SVD factors).
+"""
 from __future__ import annotations
 
 import numpy as np

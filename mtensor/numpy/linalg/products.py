@@ -1,6 +1,6 @@
-"""numpy's vector and tensor products on DTensors: ``np.outer``, ``inner``, ``vdot``, ``kron``,
-``cross`` (and ``np.linalg.outer``/``cross``), written with pointwise ops and contractions, so
-they shard, differentiate and trace as those do.
+"""numpy's products on DTensors: ``matmul``, ``dot``, ``tensordot``, ``einsum`` (contraction
+rules), and ``outer``, ``inner``, ``vdot``, ``kron``, ``cross`` written with pointwise ops and
+contractions, so they shard, differentiate and trace as those do.
 """
 from __future__ import annotations
 

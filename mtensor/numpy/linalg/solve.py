@@ -1,16 +1,6 @@
-"""numpy's matrix factorisations and solvers on DTensors (``np.linalg``), registered in the
-table of :mod:`numpy_api`.  Two kinds, by what the algorithm needs:
-
-* ``qr`` of a matrix by TSQR (its plan and block kernels: :mod:`ops.linalg_rules`), and
-  ``svd``, ``pinv``, ``lstsq``, ``matrix_rank`` on top of it: only ``n x n`` factors and
-  ``n``-vectors move; ``matrix_power`` by repeated ``matmul``;
-* small dense problems (``solve``, ``inv``, ``det``, ``slogdet``, ``eig``, ``eigh``,
-  ``eigvals``, ``eigvalsh``, ``cholesky``, and stacked ``qr``/``svd``): the matrices are made
-  whole and every rank computes them with numpy; split batch dims stay split.
-
-As numpy does, every factorisation computes in double precision and returns the input's
-precision (float32 stays float32).  Gradients and ``mt.compile`` are refused by both kinds
-(``matrix_power`` aside).  Norms: :mod:`numpy_norms`; products: :mod:`numpy_products`."""
+"""``np.linalg`` solvers on DTensors: ``pinv``, ``lstsq`` and ``matrix_rank`` from the SVD of
+``decompositions``; ``solve`` and ``matrix_power`` on whole matrices, numpy on every rank.
+"""
 from __future__ import annotations
 
 import operator
