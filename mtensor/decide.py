@@ -34,6 +34,8 @@ class Decision:
 
 
 MAX_DECISIONS = 16384     # cached signatures kept before the cache starts over
+_decisions: dict = {}
+direct_into: dict = {}   # (op, target spec, operand spec) -> kernel, for x op= y as laid out
 decided_with = [None]  # the cost model the cached decisions were made with
 current_model = cost.active_model   # the cell set_cost_model writes
 
@@ -171,10 +173,6 @@ class _ConstantBlock:
         return modes.active.tracer.call("slice", self.cut, (value,))
 
 
-_decisions: dict = {}
-
-
-direct_into: dict = {}   # (op, target spec, operand spec) -> kernel, for x op= y as laid out
 
 
 def _local(operands) -> bool:
@@ -210,5 +208,3 @@ def _values_fit(name: str, operands, decision) -> bool:
 def _finite_values(block, nonzero: bool) -> bool:
     with np.errstate(invalid="ignore"):
         return bool(np.isfinite(block).all() and (not nonzero or block.all()))
-
-

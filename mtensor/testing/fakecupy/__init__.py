@@ -50,7 +50,7 @@ def array(obj, dtype=None, copy=True, order="K", subok=False, ndmin=0):
     kwargs = dict(dtype=dtype, copy=copy, order=order, ndmin=ndmin)
     if _holds_fake(obj):        # a device copy, from any device (CuPy copies across them)
         return run_kernel(np.array, (obj,), kwargs, kernel=False)
-    return from_host(np.array(obj, **dict(kwargs, copy=True)))
+    return from_host(obj, dtype=dtype, order=order, ndmin=ndmin)
 
 
 def asarray(a, dtype=None, order=None, *, blocking=False):

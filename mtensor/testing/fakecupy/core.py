@@ -386,7 +386,8 @@ class ndarray(NDArrayOperatorsMixin):
         return str(self._a)
 
 
-def from_host(host) -> ndarray:
-    """A device copy of host data (the explicit host-to-device copy; unpickling)."""
+def from_host(host, **kwargs) -> ndarray:
+    """A device copy of host data (the explicit host-to-device copy; unpickling): numpy's
+    ``array`` keywords (``dtype``, ``order``, ``ndmin``) apply to the copy."""
     stats.host_to_device += 1
-    return new_array(np.array(host, copy=True))
+    return new_array(np.array(host, **kwargs, copy=True))
