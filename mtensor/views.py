@@ -41,7 +41,7 @@ class _State:
 
 state = _State()
 
-# Filled by the layer that makes views (numpy_shapes), so this one imports nothing above:
+# Filled by the layer that makes views (numpy.shapes), so this one imports nothing above:
 # recompute(parent, op) -> the view anew; PUT_BACK[op name](parent, view, params) writes a
 # view's values into its parent.
 recompute = None

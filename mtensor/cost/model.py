@@ -29,7 +29,7 @@ class CostModel:
     Defaults are for MPI over shared memory on one node.  Frozen and hashable so that plans
     can be cached per cost model.
 
-    How communication overlaps compute (``overlap.timeline``): behind compute a link moves
+    How communication overlaps compute (``cost.timeline``): behind compute a link moves
     at ``overlap_rate`` of its speed (``rate_per_dim`` per mesh dim once calibrated), and
     compute runs ``1 + overlap_slowdown`` times slower while it does.  The default rate, 0,
     is shared memory's (the cores copy the bytes inside MPI calls, so nothing moves behind

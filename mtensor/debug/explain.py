@@ -3,7 +3,7 @@ placements of its operands and result), each collective with its mesh dim and by
 per-rank memory, the buckets ``mt.compile`` forms, where each starts and is waited for, and
 the predicted share of communication hidden behind compute.
 
-The prediction runs the step's program on ``overlap.timeline``'s model: the compute nodes
+The prediction runs the step's program on ``cost.timeline``'s model: the compute nodes
 take their median times in this rank's latest replays (before any, the trace's, the slowest
 rank's under auto buckets; the first call's are inflated by first-touch page faults, ~1.6x
 on the test bed's step), each bucket is priced by the cost model and moves on its mesh dim's link after the

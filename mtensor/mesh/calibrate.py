@@ -7,7 +7,7 @@ with).  Timings differ from rank to rank, and every rank must plan alike, so the
 numbers of rank 0 of the mesh are broadcast (of the link probes, the mean over the ranks) and
 every rank installs that one model.
 
-How a link overlaps compute (``overlap.timeline``'s rate behind compute and compute slowdown) is
+How a link overlaps compute (``cost.timeline``'s rate behind compute and compute slowdown) is
 fitted to four probes per mesh dim shaped like training steps (``timeline.PROBES``): large
 all-reduces started one by one, each followed by matmul chunks with a ``Testall`` after
 each, then waited for; with chunks a third, two thirds or all of an all-reduce's time, so

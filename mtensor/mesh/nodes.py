@@ -1,7 +1,7 @@
 """What follows from the nodes a new mesh's ranks sit on: the warning for a heavy mesh dim
 that spans nodes, and the two-level collectives of a dim spread over nodes.
 
-``mesh.py`` builds the mesh and asks MPI for the nodes; the arithmetic on node labels is
+``device_mesh.py`` builds the mesh and asks MPI for the nodes; the arithmetic on node labels is
 ``topology.py``'s.
 """
 from __future__ import annotations

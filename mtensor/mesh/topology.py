@@ -1,7 +1,7 @@
 """Where a mesh's ranks sit: which node each one is on, the order that keeps the innermost
 mesh dims inside a node, and whether each mesh dim's groups stay inside one node.
 
-Pure arithmetic on node labels (no MPI): ``mesh.py`` gathers the labels (an MPI
+Pure arithmetic on node labels (no MPI): ``device_mesh.py`` gathers the labels (an MPI
 ``COMM_TYPE_SHARED`` split and the hostnames, agreed over the communicator) and applies the
 order.  The classic failure this exists for: a tensor-parallel dim, whose all-reduces are in
 every layer, laid across the slow inter-node link while the data-parallel dim, reduced once

@@ -1,5 +1,5 @@
 """Reductions: sum, mean, prod, max, min, argmax, argmin, any, all (var and std are built
-from mean and sum in ``numpy_api``).
+from mean and sum in ``numpy.reductions``).
 
 On one mesh dim, a dim that is not reduced keeps its split; reducing a split dim leaves each
 rank with a partial result, which is a ``Partial`` term where the reduction has a matching

@@ -31,7 +31,7 @@ from ..placement import Partial, Replicate, Shard
 from .registry import RULES, Choice, OpCall, Operand, Strategy, replicated
 
 ROUTES: Dict[Any, "Route"] = {}   # numpy function or ufunc -> what np.op(DTensor) dispatches
-BUILT_IN: list = []               # tables of the functions mtensor handles (numpy_api's)
+BUILT_IN: list = []               # tables of the functions mtensor handles (the numpy wing's)
 _serial = itertools.count()       # each registration's token: a new rule, new cache keys
 
 

@@ -1,4 +1,4 @@
-"""TSQR's plan and block kernels (``ops.linalg_rules``) without MPI: the row layout, the
+"""TSQR's plan and block kernels (``ops.plans.tsqr``) without MPI: the row layout, the
 stacked R factors' rows against a brute force over mesh coordinates, numpy's factor dtypes,
 and TSQR itself simulated block by block against numpy's ``qr`` of the whole matrix.
 """

@@ -1,4 +1,4 @@
-"""``overlap.timeline``, the model behind ``mt.explain``'s prediction and ``mt.calibrate``'s
+"""``cost.timeline``, the model behind ``mt.explain``'s prediction and ``mt.calibrate``'s
 overlap fit (pure: no MPI), on programs small enough to work out by hand."""
 import pytest
 

@@ -89,7 +89,7 @@ def _rebuild(out, parts):
     return type(out)(*parts) if isinstance(out, tuple) else parts[0]
 
 
-# --- TSQR (the plan and block kernels: ops.linalg_rules) -------------------------------------
+# --- TSQR (the plan and block kernels: ops.plans.tsqr) -------------------------------------
 
 def _tsqr_blocks(a, mode):
     """(this rank's rows of Q, or None for ``mode='r'``; R; Q's layout), in double."""
