@@ -3,7 +3,7 @@
 The public names, by layer (``docs/design.md`` has the layout of the package)."""
 # numpy's API (every section in mt.numpy; the most used ones here too)
 # programs: gradients and escape hatches, optimizers, compile, auto_shard, checkpoints
-from . import numpy, optim, random, testing
+from . import array_api, numpy, optim, random, testing
 from .autodiff.api import grad, stop_gradient, value_and_grad
 from .autodiff.custom_vjp import custom_vjp
 from .autodiff.local_map import local_map
@@ -72,7 +72,7 @@ from .version import __version__
 
 __all__ = [
     "CollectiveMismatchError", "CommDebugMode", "CostModel", "DTensor", "DTensorSpec",
-    "DeviceMesh", "Partial", "Replicate", "Shard", "__version__", "all", "any", "arange",
+    "DeviceMesh", "Partial", "Replicate", "Shard", "__version__", "all", "any", "arange", "array_api",
     "argmax", "argmin", "asnumpy", "astype", "auto_shard", "broadcast_to", "calibrate",
     "clip", "compile", "concatenate", "copy", "custom_vjp", "distribute_tensor", "dot",
     "einsum", "empty", "empty_like", "expand_dims", "explain", "full", "full_like",

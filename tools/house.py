@@ -24,7 +24,7 @@ LAYERS = [
     ("decisions bound to ranks", ["mtensor.mesh", "mtensor.redistribute", "mtensor.overlap"]),
     ("the tensor", ["mtensor.views", "mtensor.dtensor", "mtensor.dispatch", "mtensor.decide",
                     "mtensor.debug"]),
-    ("numpy's API", ["mtensor.numpy", "mtensor.random"]),
+    ("numpy's API", ["mtensor.numpy", "mtensor.random", "mtensor.array_api"]),
     ("programs", ["mtensor.autodiff", "mtensor.optim", "mtensor.trace_compile",
                   "mtensor.autoshard", "mtensor.checkpoint", "mtensor.testing"]),
     ("the public package", ["mtensor"]),

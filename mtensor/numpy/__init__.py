@@ -15,8 +15,10 @@ from .creation import (
     arange,
     empty,
     empty_like,
+    eye,
     full,
     full_like,
+    identity,
     linspace,
     meshgrid,
     ones,
@@ -24,15 +26,15 @@ from .creation import (
     zeros,
     zeros_like,
 )
-from .diagonal import diag, diagonal, trace, tril, triu
+from .diagonal import diag, diagflat, diagonal, trace, tril, triu
 from .differences import convolve, diff, ediff1d, gradient
 
 # elementwise
-from .elementwise import astype, clip, copy, where
+from .elementwise import astype, can_cast, clip, copy, result_type, where
 from .joins import append, block, column_stack, concatenate, dstack, hstack, stack, vstack
 from .linalg import cross, dot, einsum, inner, kron, matmul, outer, tensordot, vdot
-from .logic import allclose, array_equal, array_equiv, isclose
-from .mathematical import angle, imag, interp, real, round
+from .logic import allclose, array_equal, array_equiv, isclose, isneginf, isposinf
+from .mathematical import angle, imag, interp, nan_to_num, real, round
 from .nanfunctions import (
     nanargmax,
     nanargmin,
@@ -45,25 +47,47 @@ from .nanfunctions import (
     nanvar,
 )
 from .nonzero import argwhere, flatnonzero, nonzero
-from .rearrange import flip, fliplr, flipud, roll
+from .polynomials import polyfit, polyval
+from .rearrange import flip, fliplr, flipud, roll, rot90
 
 # reductions
 from .reductions import all, any, argmax, argmin, max, mean, min, prod, std, sum, var
 
 # scans and differences (the ufunc methods: ufunc_methods.UFUNC_METHODS)
-from .scans import cumprod, cumsum, nancumprod, nancumsum
+from .scans import cumprod, cumsum, cumulative_prod, cumulative_sum, nancumprod, nancumsum
 
 # indexing and selection
-from .selection import compress, delete, extract, insert, put_along_axis, take, take_along_axis
-from .sets import intersect1d, isin, setdiff1d, union1d, unique
+from .selection import (
+    compress,
+    delete,
+    extract,
+    insert,
+    put_along_axis,
+    select,
+    take,
+    take_along_axis,
+)
+from .sets import (
+    intersect1d,
+    isin,
+    setdiff1d,
+    union1d,
+    unique,
+    unique_all,
+    unique_counts,
+    unique_inverse,
+    unique_values,
+)
 
 # shapes, joins, rearranging, tiling, diagonals
 from .shapes import (
     atleast_1d,
     atleast_2d,
     atleast_3d,
+    broadcast_arrays,
     broadcast_to,
     expand_dims,
+    matrix_transpose,
     moveaxis,
     ndim,
     ravel,
@@ -73,10 +97,12 @@ from .shapes import (
     squeeze,
     swapaxes,
     transpose,
+    unstack,
 )
 
 # sorting, counting, sets
-from .sorting import argpartition, argsort, partition, sort
+from .sorting import argpartition, argsort, lexsort, partition, sort
+from .splits import array_split, dsplit, hsplit, split, vsplit
 
 # statistics
 from .statistics import (

@@ -16,7 +16,7 @@ from ..dtensor import DTensor, guarded
 from ..placement import Partial, Replicate, Shard, local_slices
 from .shapes import ravel
 from .sorting import prepare, wrap_block
-from .util import implements, refuse
+from .util import implements
 
 
 def _terms(placements):
@@ -39,7 +39,8 @@ def _like(name, x: DTensor, other, what: str):
 def searchsorted(a, v, side="left", sorter=None):
     """A split sorted ``a``: each block counts the values before each ``v`` and the counts
     are Partial(sum) terms (``v`` is made whole on the mesh dims that split ``a``)."""
-    refuse("searchsorted", sorter=sorter)
+    if sorter is not None:          # a in sorted order: a gather of a by the sorter
+        a = np.take(a, sorter)
     if type(a) is not DTensor:
         v = prepare("searchsorted", v, differentiable=False)
         a = device.to_device(np.asarray(a), v.device_mesh.device_type)

@@ -65,6 +65,21 @@ def arange(start, stop=None, step=1, dtype=None, *, mesh=None, placements=None) 
     return DTensor((start + step * xp.arange(lo, hi)).astype(dtype), spec)
 
 
+def eye(N, M=None, k=0, dtype=float, *, mesh=None, placements=None) -> DTensor:
+    """numpy's ``eye``; each rank fills only its own block (``j - i == k``)."""
+    shape = (int(N), int(N if M is None else M))
+    spec = layout("eye", shape, mesh, placements, dtype)
+    mesh = spec.mesh
+    (r0, r1), (c0, c1) = local_bounds(spec.shape, mesh.shape, spec.placements, mesh.coordinate)
+    xp = array_module(mesh.device_type)
+    block = (xp.arange(c0, c1)[None, :] - xp.arange(r0, r1)[:, None]) == int(k)
+    return DTensor(block.astype(spec.dtype), spec)
+
+
+def identity(n, dtype=float, *, mesh=None, placements=None) -> DTensor:
+    return eye(n, dtype=dtype, mesh=mesh, placements=placements)
+
+
 @implements(np.linspace)
 def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis=0, *,
              device=None):
@@ -131,3 +146,18 @@ def meshgrid(*xi, copy=True, sparse=False, indexing="xy"):
     if copy:
         out = [_copy(o) if is_dtensor(o) else o.copy() for o in out]
     return tuple(out)
+
+
+# numpy's creation functions with NEP 35's ``like=`` (a DTensor): the array numpy makes from
+# the same arguments on every rank, replicated on ``like``'s mesh (no communication).
+LIKE_FUNCTIONS = frozenset({np.array, np.asarray, np.asanyarray, np.ascontiguousarray,
+                            np.zeros, np.ones, np.empty, np.full, np.arange, np.eye,
+                            np.identity, np.tri, np.fromfunction, np.require, np.frombuffer,
+                            np.fromiter, np.fromstring, np.loadtxt, np.genfromtxt})
+
+
+def like(template: DTensor, func, args, kwargs) -> DTensor:
+    mesh = template.device_mesh
+    made = np.asarray(func(*args, **kwargs))
+    spec = DTensorSpec(mesh, (Replicate(),) * mesh.ndim, made.shape, made.dtype)
+    return DTensor(to_device(made, mesh.device_type), spec)

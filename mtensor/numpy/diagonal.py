@@ -22,7 +22,7 @@ from numpy.lib.array_utils import normalize_axis_index
 from ..dtensor import DTensor
 from .joins import concatenate
 from .reductions import sum as _sum
-from .shapes import expand_dims, getitem, moveaxis
+from .shapes import expand_dims, getitem, moveaxis, ravel
 from .util import implements, run
 
 
@@ -51,6 +51,22 @@ def diagonal(a, offset=0, axis1=0, axis2=1):
 @implements(np.trace)
 def trace(a, offset=0, axis1=0, axis2=1, dtype=None, out=None):
     return _sum(diagonal(a, offset, axis1, axis2), axis=-1, dtype=dtype, out=out)
+
+
+@implements(np.linalg.diagonal)
+def linalg_diagonal(x, /, *, offset=0):
+    return diagonal(x, offset, -2, -1)
+
+
+@implements(np.linalg.trace)
+def linalg_trace(x, /, *, offset=0, dtype=None):
+    return trace(x, offset, -2, -1, dtype)
+
+
+@implements(np.diagflat)
+def diagflat(v, k=0):
+    """``diag`` of the flattened input (a split vector moves nothing, as ``diag``)."""
+    return diag(ravel(v), k)
 
 
 @implements(np.diag)

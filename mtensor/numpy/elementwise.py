@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..dtensor import DTensor
 from .util import HANDLED, implements, into_out, refuse, run
 
 
@@ -37,5 +38,28 @@ def copy(a, order="K", subok=False):
     return run("copy", (a,))
 
 
-def astype(a, dtype):
+@implements(np.astype)
+def astype(a, dtype, /, *, copy=True, device=None):
+    """numpy 2's ``np.astype`` (the array API's): ``copy=False`` returns ``a`` itself when
+    the dtype already matches; ``device`` may only name ``a``'s own mesh."""
+    if device is not None and device != a.device_mesh:
+        raise ValueError(f"astype: device={device!r} is not the DTensor's mesh "
+                         f"{a.device_mesh!r}; use redistribute or to_device")
+    if not copy and a.dtype == np.dtype(dtype):
+        return a
     return run("astype", (a,), (np.dtype(dtype),))
+
+
+def _dtype_of(x):
+    return x.dtype if type(x) is DTensor else x
+
+
+@implements(np.result_type)
+def result_type(*arrays_and_dtypes):
+    """A DTensor counts as its dtype (an array: NEP 50's strong type, as numpy's arrays)."""
+    return np.result_type(*(_dtype_of(x) for x in arrays_and_dtypes))
+
+
+@implements(np.can_cast)
+def can_cast(from_, to, casting="safe"):
+    return np.can_cast(_dtype_of(from_), to, casting)

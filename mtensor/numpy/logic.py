@@ -10,7 +10,7 @@ import numpy as np
 
 from .elementwise import astype
 from .reductions import all
-from .util import SCALARS, agreed, implements, is_dtensor
+from .util import SCALARS, agreed, implements, into_out, is_dtensor
 
 # --- comparisons -------------------------------------------------------------------------
 
@@ -76,3 +76,13 @@ def array_equiv(a1, a2):
     except (TypeError, ValueError):
         return False
     return agreed("np.array_equiv", all(np.equal(a1, a2)))
+
+
+@implements(np.isposinf)
+def isposinf(x, out=None):
+    return into_out(np.isinf(x) & ~np.signbit(x), out)
+
+
+@implements(np.isneginf)
+def isneginf(x, out=None):
+    return into_out(np.isinf(x) & np.signbit(x), out)

@@ -38,3 +38,21 @@ def angle(z, deg=False):
 def interp(x, xp, fp, left=None, right=None, period=None):
     """Elementwise in ``x``, which keeps its layout; ``xp`` and ``fp`` are used whole."""
     return run("interp", (x, xp, fp), (left, right, period))
+
+
+@implements(np.nan_to_num)
+def nan_to_num(x, copy=True, nan=0.0, posinf=None, neginf=None):
+    """NaN to ``nan``, infinities to ``posinf``/``neginf`` (the dtype's largest finite values
+    by default), elementwise; complex parts each on their own.  Always a new DTensor."""
+    if x.dtype.kind not in "fc":
+        return x.copy()
+    if x.dtype.kind == "c":
+        parts = [nan_to_num(part, nan=nan, posinf=posinf, neginf=neginf)
+                 for part in (real(x), imag(x))]
+        return parts[0] + 1j * parts[1]
+    info = np.finfo(x.dtype)
+    hi = info.max if posinf is None else posinf
+    lo = info.min if neginf is None else neginf
+    out = np.where(np.isnan(x), nan, x)
+    out = np.where(np.isposinf(out), hi, out)
+    return np.where(np.isneginf(out), lo, out).astype(x.dtype, copy=False)

@@ -188,6 +188,14 @@ def _imag(self):
     return dispatch("imag", (self,))
 
 
+def _hash(self):
+    """A 0-d DTensor hashes as its value (numpy's scalars do, so ``set(x)`` of a 1-D DTensor
+    works; a read, the same on every rank); arrays are unhashable, as numpy's."""
+    if self.ndim:
+        raise TypeError("unhashable type: 'DTensor' (only a 0-d DTensor hashes, as its value)")
+    return hash(self.item())
+
+
 def _matrix_transpose(self):
     if self.ndim < 2:
         raise ValueError(f"mT: matrix transpose of a DTensor of shape {self.shape} (ndim < 2) "
@@ -235,7 +243,7 @@ METHODS = {
     "__complex__": _scalar(complex),
     "__bool__": _bool,
     "__index__": _index,
-    "__hash__": None,
+    "__hash__": _hash,
     "item": item,
     "tolist": lambda self: asnumpy(self).tolist(),
     "tobytes": lambda self, order="C": asnumpy(self).tobytes(order),

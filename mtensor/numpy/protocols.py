@@ -12,8 +12,8 @@ from .. import dispatch as _dispatch
 from ..dispatch import dispatch
 from ..dtensor import DTensor
 from ..ops import user_rules
-from . import util
-from .linalg.products import matmul
+from . import creation, util
+from .linalg.products import matmul, vecdot
 from .ufunc_methods import UFUNC_METHODS
 from .util import axis_arg, dtype_arg, refuse, run
 from .writes import inplace
@@ -61,6 +61,10 @@ def apply_ufunc(ufunc, method, inputs, kwargs):
     if ufunc is np.matmul:
         refuse("matmul", **kwargs)
         return matmul(*inputs)
+    if ufunc is np.vecdot:
+        axis = kwargs.pop("axis", -1)
+        refuse("vecdot", **kwargs)
+        return vecdot(*inputs, axis=axis)
     if ufunc.signature is not None:
         raise TypeError(f"{ufunc.__name__}: mtensor has no sharding rule for this op; call "
                         f"full_tensor() or to_local() and use numpy directly")
@@ -74,6 +78,8 @@ def array_function(self, func, types, args, kwargs):
     if route is not None:
         return dispatch(*route.split(args, kwargs))   # name, operands, params, cache
     handler = util.HANDLED.get(func)
+    if handler is None and func in creation.LIKE_FUNCTIONS:   # np.zeros(3, like=x)
+        return creation.like(self, func, args, kwargs)
     if handler is None:
         raise TypeError(f"{func.__module__}.{func.__name__}: mtensor has no sharding rule for "
                         f"this function; call full_tensor() to compute on the whole array, or "

@@ -59,3 +59,22 @@ def roll(a, shift, axis=None):
             tail = tuple(slice(None, n - s) if d == ax else slice(None) for d in range(a.ndim))
             out = concatenate([getitem(out, head), getitem(out, tail)], axis=ax)
     return _copy(out) if out is a else out
+
+
+@implements(np.rot90)
+def rot90(m, k=1, axes=(0, 1)):
+    """numpy's rotation: flips and a transpose of the two axes (views of their rules)."""
+    refuse_dtensor_args("rot90", k=k)
+    if len(axes) != 2:
+        raise ValueError("len(axes) must be 2.")
+    a0, a1 = normalize_axis_tuple(axes, m.ndim)
+    if a0 == a1:
+        raise ValueError("Axes must be different.")
+    k = int(k) % 4
+    if k == 0:
+        return getitem(m, ())
+    if k == 2:
+        return flip(flip(m, a0), a1)
+    order = list(range(m.ndim))
+    order[a0], order[a1] = order[a1], order[a0]
+    return np.transpose(flip(m, a1), order) if k == 1 else flip(np.transpose(m, order), a1)

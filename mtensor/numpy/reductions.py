@@ -39,10 +39,21 @@ argmax = implements(np.argmax)(_reduction("argmax", with_dtype=False))
 argmin = implements(np.argmin)(_reduction("argmin", with_dtype=False))
 
 
+def _ddof(name, ddof, correction):
+    """numpy 2's ``correction`` (the array API's name for ``ddof``): one of the two."""
+    if correction is np._NoValue:
+        return ddof
+    if ddof != 0:
+        raise ValueError(f"{name}: ddof and correction can't be provided simultaneously.")
+    return correction
+
+
 @implements(np.var)
-def var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **kwargs):
+def var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *,
+        correction=np._NoValue, **kwargs):
     """numpy's two-pass variance from DTensor ops: mean, deviations, mean of squares."""
     refuse("var", **kwargs)
+    ddof = _ddof("var", ddof, correction)
     axis = axis_arg(axis)
     deviation = a - mean(a, axis, dtype=dtype, keepdims=True)
     squares = np.square(np.abs(deviation)) if deviation.dtype.kind == "c" else np.square(deviation)
@@ -55,6 +66,8 @@ def var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **kwargs):
 
 
 @implements(np.std)
-def std(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **kwargs):
+def std(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *,
+        correction=np._NoValue, **kwargs):
     refuse("std", **kwargs)
+    ddof = _ddof("std", ddof, correction)
     return into_out(np.sqrt(var(a, axis, dtype=dtype, ddof=ddof, keepdims=keepdims)), out)

@@ -26,7 +26,7 @@ from ..dtensor import DTensor
 from .joins import concatenate
 from .nonzero import hits
 from .shapes import ravel, reshape
-from .util import host_value, implements, into_out, run
+from .util import host_value, implements, into_out, is_dtensor, run
 from .writes.setitem import setitem
 
 _MODES = ("raise", "wrap", "clip")
@@ -209,3 +209,21 @@ def _broadcast(values, shape):
         vshape = vshape[1:]
     values = reshape(values, vshape) if type(values) is DTensor else np.reshape(values, vshape)
     return np.broadcast_to(values, shape)
+
+
+@implements(np.select)
+def select(condlist, choicelist, default=0):
+    """numpy's ``select``: ``where`` folded from the last condition to the first (the first
+    true one wins), in the layout the conditions and choices broadcast to."""
+    if len(condlist) != len(choicelist):
+        raise ValueError("list of cases must be same length as list of conditions")
+    if len(condlist) == 0:
+        raise ValueError("select with an empty condition list is not possible")
+    for i, c in enumerate(condlist):
+        if np.result_type(c) != np.bool_:
+            raise TypeError(f"invalid entry {i} in condlist: should be boolean ndarray")
+    dtype = np.result_type(*choicelist, default)
+    out = np.asarray(default, dtype)
+    for cond, choice in zip(reversed(condlist), reversed(choicelist)):
+        out = np.where(cond, choice, out)
+    return out.astype(dtype, copy=False) if is_dtensor(out) else out

@@ -1,7 +1,11 @@
 """numpy's set functions on DTensors: ``unique`` (a sample sort that keeps equal values
-together, then a merge per rank), ``isin``, ``intersect1d``, ``union1d``, ``setdiff1d``.
+together, then a merge per rank), numpy 2's ``unique_values``/``_counts``/``_inverse``/``_all``
+(the array API's: every NaN its own value), ``isin``, ``intersect1d``, ``union1d``,
+``setdiff1d``.
 """
 from __future__ import annotations
+
+from typing import NamedTuple
 
 import numpy as np
 
@@ -10,6 +14,7 @@ from ..dtensor import DTensor, asnumpy
 from ..ops.plans import sample_sort as plan
 from ..placement import Replicate, local_offset
 from . import exchange
+from .creation import arange, ones
 from .joins import concatenate
 from .selection import take
 from .shapes import getitem, ravel, reshape
@@ -60,7 +65,8 @@ def setdiff1d(ar1, ar2, assume_unique=False):
     return a[isin(a, ar2, assume_unique=True, invert=True)]
 
 
-__all__ = ["intersect1d", "isin", "setdiff1d", "union1d"]
+__all__ = ["intersect1d", "isin", "setdiff1d", "union1d", "unique_all", "unique_counts",
+           "unique_inverse", "unique_values"]
 
 
 # --- unique ------------------------------------------------------------------------------
@@ -120,3 +126,81 @@ def unique(ar, return_index=False, return_inverse=False, return_counts=False, ax
                                 (reshape(inverse, a.shape) if return_inverse else None,
                                  return_inverse), (counts, return_counts)) if want]
     return (values, *extras) if extras else values
+
+
+# --- numpy 2's unique_* (NaNs distinct) ----------------------------------------------------
+
+class UniqueAllResult(NamedTuple):
+    values: object
+    indices: object
+    inverse_indices: object
+    counts: object
+
+
+class UniqueCountsResult(NamedTuple):
+    values: object
+    counts: object
+
+
+class UniqueInverseResult(NamedTuple):
+    values: object
+    inverse_indices: object
+
+
+def _nans(flat):
+    """The NaN mask of a floating ``flat`` and how many it holds (None, 0 for other dtypes)."""
+    if flat.dtype.kind not in "fc":
+        return None, 0
+    nan = np.isnan(flat)
+    return nan, int(np.count_nonzero(nan))
+
+
+def _distinct(flat, want_index, want_inverse, want_counts):
+    """``unique`` of ``flat`` with every NaN its own value, last: the NaNs are set to the
+    first other value for the sort (so they add no value), then each gets its own entry."""
+    nan, k = _nans(flat)
+    if k == 0:
+        return unique(flat, want_index, want_inverse, want_counts)
+    n, mesh = flat.shape[0], flat.device_mesh
+    first = int(np.argmin(nan))                   # the first value that is not NaN
+    if k == n:
+        values, index = flat.copy(), arange(n, mesh=mesh)
+        inverse, counts = index.copy(), ones(n, np.intp, mesh=mesh)
+    else:
+        values, index, inverse, counts = unique(np.where(nan, flat[first], flat), True, True, True)
+        at = int(np.searchsorted(asnumpy(values), float(asnumpy(flat[first]))))
+        counts[at] -= k
+        index[at] = first
+        inverse = np.where(nan, len(values) + np.cumsum(nan) - 1, inverse)
+        values = concatenate((values, flat[nan]))
+        index = concatenate((index, np.flatnonzero(nan)))
+        counts = concatenate((counts, ones(k, counts.dtype, mesh=mesh)))
+    out = [values]
+    out += [index] if want_index else []
+    out += [inverse] if want_inverse else []
+    out += [counts] if want_counts else []
+    return tuple(out) if len(out) > 1 else values
+
+
+@implements(np.unique_values)
+def unique_values(x):
+    return _distinct(ravel(prepare("unique_values", x)), False, False, False)
+
+
+@implements(np.unique_counts)
+def unique_counts(x):
+    return UniqueCountsResult(*_distinct(ravel(prepare("unique_counts", x)), False, False, True))
+
+
+@implements(np.unique_inverse)
+def unique_inverse(x):
+    a = prepare("unique_inverse", x)
+    values, inverse = _distinct(ravel(a), False, True, False)
+    return UniqueInverseResult(values, reshape(inverse, a.shape))
+
+
+@implements(np.unique_all)
+def unique_all(x):
+    a = prepare("unique_all", x)
+    values, index, inverse, counts = _distinct(ravel(a), True, True, True)
+    return UniqueAllResult(values, index, reshape(inverse, a.shape), counts)

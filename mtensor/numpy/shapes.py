@@ -8,6 +8,7 @@ from __future__ import annotations
 from functools import lru_cache
 
 import numpy as np
+from numpy.lib.array_utils import normalize_axis_index
 
 from .. import dispatch as _dispatch
 from .. import modes, views
@@ -164,6 +165,29 @@ def squeeze(a, axis=None):
 @implements(np.broadcast_to)
 def broadcast_to(array, shape, subok=False):
     return run("broadcast_to", (array,), (_shape_arg(shape),))
+
+
+@implements(np.broadcast_arrays)
+def broadcast_arrays(*args, subok=False):
+    """Each operand broadcast to the common shape (a tuple, numpy 2's), DTensors through the
+    broadcast rule (a split dim keeps its split), the rest as numpy arrays."""
+    shape = np.broadcast_shapes(*(np.shape(a) for a in args))
+    return tuple(broadcast_to(a, shape) if is_dtensor(a) else np.broadcast_to(a, shape)
+                 for a in args)
+
+
+@implements(np.matrix_transpose, np.linalg.matrix_transpose)
+def matrix_transpose(x, /):
+    if x.ndim < 2:
+        raise ValueError(f"matrix_transpose: input must be at least 2-D, got shape {x.shape}")
+    return swapaxes(x, -1, -2)
+
+
+@implements(np.unstack)
+def unstack(x, /, *, axis=0):
+    """The slices along ``axis``, each a view (``x[..., i, ...]``)."""
+    axis = normalize_axis_index(axis, x.ndim)
+    return tuple(getitem(x, (slice(None),) * axis + (i,)) for i in range(x.shape[axis]))
 
 
 def getitem(a, key):

@@ -164,3 +164,17 @@ def argpartition(a, kth, axis=-1, kind="introselect", order=None):
     refuse("argpartition", order=order)
     _check_kth("argpartition", a, kth, axis, kind)
     return _sorting("argpartition", a, axis, lambda b, ax: np.argpartition(b, kth, ax), True)
+
+
+@implements(np.lexsort)
+def lexsort(keys, axis=-1):
+    """The last key primary: stable argsorts from the first key to the last, each on the
+    keys taken in the order so far (1-D keys: the sample sort and ``take``)."""
+    keys = list(keys) if not isinstance(keys, DTensor) else [keys[i] for i in range(len(keys))]
+    if not keys or any(np.ndim(k) != 1 for k in keys) or normalize_axis_index(axis, 1) != 0:
+        raise TypeError(f"np.lexsort: only 1-D keys are supported on DTensors, got shapes "
+                        f"{[np.shape(k) for k in keys]}; call full_tensor() and use numpy")
+    order = np.argsort(keys[0], kind="stable")
+    for key in keys[1:]:
+        order = np.take(order, np.argsort(np.take(key, order), kind="stable"))
+    return order

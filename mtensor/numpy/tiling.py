@@ -7,8 +7,9 @@ from numpy.lib.array_utils import normalize_axis_index
 
 from .elementwise import copy as _copy
 from .joins import concatenate
+from .selection import take
 from .shapes import broadcast_to, expand_dims, ravel, reshape
-from .util import implements, refuse_dtensor_args, unsupported
+from .util import host_value, implements, refuse_dtensor_args, unsupported
 
 # --- repeat and tile: broadcast a new axis, copy, merge it in ----------------------------
 
@@ -27,10 +28,16 @@ def _merged(b, shape):
 
 @implements(np.repeat)
 def repeat(a, repeats, axis=None):
-    refuse_dtensor_args("repeat", repeats=repeats, axis=axis)
+    """One count: a broadcast and a merge (a split dim keeps its split).  One count per
+    element (plain values, or a DTensor, which is gathered: the counts decide the shape):
+    ``take`` of each index repeated."""
+    refuse_dtensor_args("repeat", axis=axis)
     if np.size(repeats) != 1:
-        unsupported("repeat", "repeats", "as one count per element")
-    r = _count("repeat", "repeats", repeats)
+        counts = np.asarray(host_value(repeats))
+        if axis is None or a.ndim == 0:
+            a, axis = ravel(a), 0
+        return take(a, np.repeat(np.arange(a.shape[axis]), counts), axis=axis)
+    r = _count("repeat", "repeats", host_value(repeats))
     if r < 0:
         raise ValueError("repeat: negative dimensions are not allowed")
     if axis is None or a.ndim == 0:    # numpy treats a 0-d array as 1-d here

@@ -93,3 +93,25 @@ def norm(x, ord=None, axis=None, keepdims=False):
     if keepdims:
         ret = expand_dims(ret, tuple(sorted((row, col))))
     return ret
+
+
+@implements(np.linalg.vector_norm)
+def vector_norm(x, /, *, axis=None, keepdims=False, ord=2):
+    """The array API's ``vector_norm``: ``axis=None`` flattens, a tuple of axes is one
+    vector per remaining index."""
+    if x.dtype.kind not in "fc":
+        x = x.astype(float)
+    nd = x.ndim
+    axes = tuple(range(nd)) if axis is None else (axis,) if np.ndim(axis) == 0 else tuple(axis)
+    axes = tuple(sorted(normalize_axis_index(a, nd) for a in axes))
+    rest = [d for d in range(nd) if d not in axes]
+    flat = reshape(moveaxis(x, axes, range(nd - len(axes), nd)),
+                   tuple(x.shape[d] for d in rest) + (-1,))
+    ret = _vector_norm(flat, ord, flat.ndim - 1, False)
+    return expand_dims(ret, axes) if keepdims else ret
+
+
+@implements(np.linalg.matrix_norm)
+def matrix_norm(x, /, *, keepdims=False, ord="fro"):
+    """The array API's ``matrix_norm``: ``norm`` over the last two axes."""
+    return norm(x, ord, (-2, -1), keepdims)

@@ -149,3 +149,59 @@ def einsum(subscripts, *operands, out=None, optimize=False, **kwargs):
     if not isinstance(subscripts, str):
         raise TypeError("einsum: give the subscripts as a string ('ij,jk->ik')")
     return into_out(run("einsum", operands, (subscripts,)), out, "same_kind")
+
+
+@implements(np.linalg.vecdot)
+def vecdot(x1, x2, /, *, axis=-1):
+    """``sum(conj(x1) * x2, axis)`` after broadcasting (numpy's ``vecdot``), so a split
+    contracted dim gives ``P(sum)``."""
+    a, b = as_array(x1), as_array(x2)
+    if a.shape[axis] != b.shape[axis]:
+        raise ValueError(f"vecdot: x1 and x2 must have the same size along axis {axis}, "
+                         f"got shapes {a.shape} and {b.shape}")
+    if a.dtype.kind == "c":
+        a = np.conj(a)
+    return np.sum(np.multiply(a, b), axis=axis)
+
+
+@implements(np.linalg.multi_dot)
+def multi_dot(arrays, *, out=None):
+    """The chain in the cheapest order by the flop count numpy's ``multi_dot`` minimises
+    (its dynamic programme on the shapes), each product a distributed ``dot``."""
+    arrays = [as_array(a) for a in arrays]
+    if len(arrays) < 2:
+        raise ValueError("Expecting at least two arrays.")
+    first, last = arrays[0].ndim == 1, arrays[-1].ndim == 1
+    if first:
+        arrays[0] = _column(arrays[0], row=True)
+    if last:
+        arrays[-1] = _column(arrays[-1])
+    dims = [a.shape[0] for a in arrays] + [arrays[-1].shape[1]]
+    order = _chain_order(dims)
+    result = _chain(arrays, order, 0, len(arrays) - 1)
+    if first or last:
+        result = reshape(result, tuple(d for d, keep in zip(result.shape, (not first, not last))
+                                       if keep))
+    return into_out(result, out, "same_kind")
+
+
+def _chain_order(dims):
+    """``split[i][j]``: where the cheapest product of arrays i..j splits (matrix chain)."""
+    n = len(dims) - 1
+    cost = [[0] * n for _ in range(n)]
+    split = [[0] * n for _ in range(n)]
+    for length in range(1, n):
+        for i in range(n - length):
+            j = i + length
+            cost[i][j], split[i][j] = min(
+                (cost[i][k] + cost[k + 1][j] + dims[i] * dims[k + 1] * dims[j + 1], k)
+                for k in range(i, j))
+    return split
+
+
+def _chain(arrays, split, i, j):
+    if i == j:
+        return arrays[i]
+    k = split[i][j]
+    left, right = _chain(arrays, split, i, k), _chain(arrays, split, k + 1, j)
+    return dot(left, right) if is_dtensor(left) or is_dtensor(right) else np.dot(left, right)

@@ -1,0 +1,44 @@
+"""Where the array API's arrays live: a DTensor's ``device`` is its ``DeviceMesh`` (which names
+its ranks and, in ``device_type``, the kind of device each holds).  A creation call's
+``device=`` is a mesh; without one, the mesh of the innermost ``with mesh:`` block.
+"""
+from __future__ import annotations
+
+from ..dtensor import DTensor
+from ..mesh import DeviceMesh
+from ..modes import default_mesh
+
+
+def mesh_for(op: str, device=None, like=None) -> DeviceMesh:
+    """The mesh a new array goes on: ``device``, else ``like``'s mesh, else the enclosing
+    ``with mesh:`` block's; a TypeError naming ``op`` for anything that is not a mesh."""
+    if device is None and type(like) is DTensor:
+        return like.device_mesh
+    mesh = default_mesh(f"array_api.{op}", device)
+    if not isinstance(mesh, DeviceMesh):
+        raise TypeError(f"array_api.{op}: device={device!r} is not a DeviceMesh; an mtensor "
+                        f"array's device is the mesh it is laid out on (x.device)")
+    return mesh
+
+
+def device_of(x: DTensor) -> DeviceMesh:
+    return x.device_mesh
+
+
+def to_device(x: DTensor, device, /, *, stream=None) -> DTensor:
+    """``x`` on ``device``: its own mesh (or an equal one) returns ``x``; moving to another
+    mesh is refused (redistribute within a mesh; build the array on the other mesh)."""
+    if stream is not None:
+        raise ValueError("to_device: streams are not supported on DTensors")
+    if device == x.device_mesh:
+        return x
+    raise ValueError(f"to_device: a DTensor on {x.device_mesh!r} cannot move to {device!r}; "
+                     f"moving between meshes is not supported (mt.asnumpy(x) gives every rank "
+                     f"the whole array, and distribute_tensor places it on another mesh)")
+
+
+def dlpack_refused(x: DTensor, *args, **kwargs):
+    """A DTensor's values are spread over ranks: no single buffer to hand over zero-copy."""
+    raise BufferError(f"__dlpack__: a DTensor {list(x.placements)} of shape {x.shape} has no "
+                      f"single buffer on this rank (its values are spread over the mesh); use "
+                      f"x.to_local() for this rank's block or mt.asnumpy(x) for the whole array")
