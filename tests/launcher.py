@@ -36,6 +36,7 @@ def run_under_mpi(n: int, args, timeout: int = LAUNCH_TIMEOUT_S,
     ``env``: extra environment variables."""
     env = dict(os.environ, MTENSOR_MPI_SUITE="1", PYTHONUNBUFFERED="1", **(env or {}))
     env.setdefault("MTENSOR_TIMEOUT", "120")
+    env.setdefault("PYTHONHASHSEED", "0")    # the same on every rank: lockstep hypothesis draws
     proc = subprocess.Popen(
         [mpiexec(), "-n", str(n), sys.executable, *args],
         cwd=ROOT, env=env, stdout=subprocess.PIPE,

@@ -1,20 +1,35 @@
 """Where the array API's arrays live: a DTensor's ``device`` is its ``DeviceMesh`` (which names
 its ranks and, in ``device_type``, the kind of device each holds).  A creation call's
-``device=`` is a mesh; without one, the mesh of the innermost ``with mesh:`` block.
+``device=`` is a mesh; without one, the mesh of the innermost ``with mesh:`` block, and
+outside every block the default device: a 1-D host mesh of all ranks, made by the first call
+that needs it (every rank makes that call, as every rank makes every mtensor call).
 """
 from __future__ import annotations
 
+from mpi4py import MPI
+
+from .. import modes
 from ..dtensor import DTensor
-from ..mesh import DeviceMesh
-from ..modes import default_mesh
+from ..mesh import DeviceMesh, init_device_mesh
+
+_WORLD: list = []
+
+
+def default_device() -> DeviceMesh:
+    """The innermost ``with mesh:`` block's mesh, else the 1-D mesh of every rank."""
+    if modes.active.meshes:
+        return modes.active.meshes[-1]
+    if not _WORLD:
+        _WORLD.append(init_device_mesh((MPI.COMM_WORLD.size,)))
+    return _WORLD[0]
 
 
 def mesh_for(op: str, device=None, like=None) -> DeviceMesh:
-    """The mesh a new array goes on: ``device``, else ``like``'s mesh, else the enclosing
-    ``with mesh:`` block's; a TypeError naming ``op`` for anything that is not a mesh."""
+    """The mesh a new array goes on: ``device``, else ``like``'s mesh, else the default
+    device; a TypeError naming ``op`` for anything that is not a mesh."""
     if device is None and type(like) is DTensor:
         return like.device_mesh
-    mesh = default_mesh(f"array_api.{op}", device)
+    mesh = default_device() if device is None else device
     if not isinstance(mesh, DeviceMesh):
         raise TypeError(f"array_api.{op}: device={device!r} is not a DeviceMesh; an mtensor "
                         f"array's device is the mesh it is laid out on (x.device)")

@@ -1,11 +1,12 @@
 """``__array_namespace_info__()``: what the namespace supports, its default device (the
-innermost ``with mesh:`` block's mesh, or None outside one) and its dtypes (numpy's).
+innermost ``with mesh:`` block's mesh, else the 1-D mesh of every rank) and its dtypes
+(numpy's).
 """
 from __future__ import annotations
 
 import numpy as np
 
-from .. import modes
+from .devices import default_device
 
 _KINDS = {
     "bool": ("bool",),
@@ -30,11 +31,11 @@ class Info:
                 "max dimensions": 64}
 
     def default_device(self):
-        return modes.active.meshes[-1] if modes.active.meshes else None
+        return default_device()
 
     def devices(self) -> list:
-        device = self.default_device()
-        return [] if device is None else [device]
+        """The default device: other meshes are the program's own (``init_device_mesh``)."""
+        return [default_device()]
 
     def default_dtypes(self, *, device=None) -> dict:
         return {"real floating": np.dtype(np.float64), "complex floating": np.dtype(np.complex128),

@@ -7,8 +7,9 @@ from __future__ import annotations
 import numpy as np
 from numpy.lib.array_utils import normalize_axis_index
 
+from .creation import full
 from .joins import concatenate
-from .shapes import getitem, ravel
+from .shapes import ravel
 from .ufunc_methods import scan
 from .util import dtype_arg, implements, into_out, run
 
@@ -39,8 +40,8 @@ def _cumulative_api(name, ufunc):
         axis = normalize_axis_index(axis, max(x.ndim, 1))
         scanned = scan(ufunc.__name__, x, axis, dtype_arg(dtype))
         if include_initial:
-            first = getitem(scanned, (slice(None),) * axis + (slice(0, 1),))
-            identity = np.full_like(first, ufunc.identity)
+            shape = x.shape[:axis] + (1,) + x.shape[axis + 1:]
+            identity = full(shape, ufunc.identity, scanned.dtype, mesh=x.device_mesh)
             scanned = concatenate((identity, scanned), axis=axis)
         return into_out(scanned, out)
     cumulate.__name__ = name

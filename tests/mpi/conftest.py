@@ -1,6 +1,8 @@
 """Fixtures for tests that run on every rank under mpiexec, and the lockstep plugin (a test
 that fails on one rank fails on every rank, by name: see lockstep.py)."""
 import os
+
+os.environ.setdefault("SCIPY_ARRAY_API", "1")   # before SciPy loads: test_sklearn.py needs it
 import shutil
 import tempfile
 
