@@ -6,22 +6,15 @@ that needs it (every rank makes that call, as every rank makes every mtensor cal
 """
 from __future__ import annotations
 
-from mpi4py import MPI
-
 from .. import modes
 from ..dtensor import DTensor
-from ..mesh import DeviceMesh, init_device_mesh
-
-_WORLD: list = []
+from ..mesh import DeviceMesh
+from ..mesh.device_mesh import world_mesh
 
 
 def default_device() -> DeviceMesh:
     """The innermost ``with mesh:`` block's mesh, else the 1-D mesh of every rank."""
-    if modes.active.meshes:
-        return modes.active.meshes[-1]
-    if not _WORLD:
-        _WORLD.append(init_device_mesh((MPI.COMM_WORLD.size,)))
-    return _WORLD[0]
+    return modes.active.meshes[-1] if modes.active.meshes else world_mesh()
 
 
 def mesh_for(op: str, device=None, like=None) -> DeviceMesh:

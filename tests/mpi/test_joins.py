@@ -61,6 +61,8 @@ CASES = {
     "repeat": (lambda x: np.repeat(x, 2), M),
     "repeat_0": (lambda x: np.repeat(x, 3, axis=0), M),
     "repeat_1": (lambda x: np.repeat(x, 2, axis=-1), SMALL),
+    "repeat_counts": (lambda x: np.repeat(x, np.arange(7) % 3, axis=0), M),
+    "repeat_counts_flat": (lambda x: np.repeat(x, np.arange(35) % 2), M),
     "tile": (lambda x: np.tile(x, 2), M),
     "tile_2d": (lambda x: np.tile(x, (2, 1)), SMALL),
     "tile_grow": (lambda x: np.tile(x, (2, 1, 2)), V),
@@ -159,7 +161,6 @@ def test_refusals(mesh):
     v = mt.distribute_tensor(V, mesh, _split(mesh, 0))
     refused = {
         "pad": (lambda: np.pad(x, 1, mode="edge"), "mode"),
-        "repeat": (lambda: np.repeat(v, np.arange(7)), "repeats"),
         "vstack": (lambda: np.vstack([x, x], dtype=np.float32), "dtype"),
         "hstack": (lambda: np.hstack([x, x], casting="unsafe"), "casting"),
         "roll": (lambda: np.roll(x, v[:1]), "shift"),
