@@ -7,7 +7,7 @@ same code; importing this package installs numpy's operators, methods and protoc
 from ..dtensor import DTensor
 
 # linalg
-from . import linalg, methods
+from . import linalg, methods, scimath
 from .counting import bincount, digitize, histogram, searchsorted
 
 # creation
@@ -31,6 +31,26 @@ from .differences import convolve, diff, ediff1d, gradient
 
 # elementwise
 from .elementwise import astype, can_cast, clip, copy, result_type, where
+from .indices import (
+    choose,
+    diag_indices_from,
+    ix_,
+    ravel_multi_index,
+    tril_indices_from,
+    triu_indices_from,
+    unravel_index,
+)
+from .inspection import (
+    array2string,
+    array_repr,
+    array_str,
+    common_type,
+    iscomplexobj,
+    isrealobj,
+    may_share_memory,
+    min_scalar_type,
+    shares_memory,
+)
 from .joins import append, block, column_stack, concatenate, dstack, hstack, stack, vstack
 from .linalg import cross, dot, einsum, inner, kron, matmul, outer, tensordot, vdot
 from .logic import allclose, array_equal, array_equiv, isclose, isneginf, isposinf

@@ -80,18 +80,35 @@ def identity(n, dtype=float, *, mesh=None, placements=None) -> DTensor:
     return eye(n, dtype=dtype, mesh=mesh, placements=placements)
 
 
-@implements(np.linspace)
-def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis=0, *,
-             device=None):
-    """``np.linspace`` with DTensor bounds: the bounds are read (a collective, refused while
+def _spaced(name, fn, bounds, retstep=False):
+    """numpy's ``fn`` of DTensor bounds: the bounds are read (a collective, refused while
     tracing) and the samples replicated on their mesh."""
-    modes.refuse_while_tracing("np.linspace of DTensor bounds")
-    mesh = next(b.device_mesh for b in (start, stop) if type(b) is DTensor)
-    start, stop = (to_host(b.full_tensor()) if type(b) is DTensor else b for b in (start, stop))
-    out = np.linspace(start, stop, num, endpoint, retstep, dtype, axis)
+    modes.refuse_while_tracing(f"np.{name} of DTensor bounds")
+    mesh = next(b.device_mesh for b in bounds if type(b) is DTensor)
+    bounds = [to_host(b.full_tensor()) if type(b) is DTensor else b for b in bounds]
+    out = fn(*bounds)
     samples = to_device(out[0] if retstep else out, mesh.device_type)
     spec = DTensorSpec(mesh, (Replicate(),) * mesh.ndim, samples.shape, samples.dtype)
     return (DTensor(samples, spec), out[1]) if retstep else DTensor(samples, spec)
+
+
+@implements(np.linspace)
+def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis=0, *,
+             device=None):
+    return _spaced("linspace", lambda a, b: np.linspace(a, b, num, endpoint, retstep, dtype, axis),
+                   (start, stop), retstep)
+
+
+@implements(np.logspace)
+def logspace(start, stop, num=50, endpoint=True, base=10.0, dtype=None, axis=0):
+    return _spaced("logspace", lambda a, b, c: np.logspace(a, b, num, endpoint, c, dtype, axis),
+                   (start, stop, base))
+
+
+@implements(np.geomspace)
+def geomspace(start, stop, num=50, endpoint=True, dtype=None, axis=0):
+    return _spaced("geomspace", lambda a, b: np.geomspace(a, b, num, endpoint, dtype, axis),
+                   (start, stop))
 
 
 def _like_layout(a: DTensor):

@@ -82,6 +82,14 @@ def diff(a, n=1, axis=-1, prepend=np._NoValue, append=np._NoValue):
     return _halo("diff", a, axis, (int(n), *rows), extras, tuple(roles))
 
 
+@implements(np.correlate)
+def correlate(a, v, mode="valid"):
+    """numpy's ``correlate``: ``convolve`` with the kernel reversed (and conjugated)."""
+    kernel = np.flip(v)
+    kernel = np.conj(kernel) if np.iscomplexobj(kernel) else kernel
+    return convolve(a, kernel, mode)
+
+
 @implements(np.convolve)
 def convolve(a, v, mode="full"):
     """numpy's ``convolve`` of a split ``a`` with a kernel ``v`` used whole (a DTensor ``v``

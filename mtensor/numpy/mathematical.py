@@ -1,11 +1,15 @@
-"""numpy's mathematical functions beyond the ufuncs: ``round``, ``real``, ``imag``, ``angle``
-and ``interp``.
+"""numpy's mathematical functions beyond the ufuncs: ``round``, ``real``, ``imag``, ``angle``,
+``interp``, ``nan_to_num``, ``fix``, ``sinc``, ``i0``, ``iscomplex``/``isreal``,
+``real_if_close``, ``trapezoid`` and ``unwrap``.
 """
 from __future__ import annotations
 
 import numpy as np
+from numpy.lib.array_utils import normalize_axis_index
 
-from .util import implements, into_out, run
+from ..placement import reduced
+from .sorting import wrap_block
+from .util import agreed, implements, into_out, run
 
 # --- elementwise -------------------------------------------------------------------------
 
@@ -56,3 +60,74 @@ def nan_to_num(x, copy=True, nan=0.0, posinf=None, neginf=None):
     out = np.where(np.isnan(x), nan, x)
     out = np.where(np.isposinf(out), hi, out)
     return np.where(np.isneginf(out), lo, out).astype(x.dtype, copy=False)
+
+
+@implements(np.fix)
+def fix(x, out=None):
+    return into_out(np.trunc(x), out)
+
+
+@implements(np.sinc)
+def sinc(x):
+    """numpy's ``sin(pi y) / (pi y)``, with 0 replaced by a tiny value as numpy does."""
+    y = np.pi * np.where(x == 0, 1.0e-20, x)
+    return np.sin(y) / y
+
+
+@implements(np.i0)
+def i0(x):
+    """numpy's ``i0`` on each rank's block (elementwise; Partial terms summed first)."""
+    a = x.redistribute(placements=reduced(x.placements))
+    return wrap_block(np.i0(a._block()), a.device_mesh, a.placements, a.shape)
+
+
+@implements(np.iscomplex)
+def iscomplex(x):
+    return imag(x) != 0 if x.dtype.kind == "c" else np.zeros_like(x, dtype=bool)
+
+
+@implements(np.isreal)
+def isreal(x):
+    return imag(x) == 0 if x.dtype.kind == "c" else np.ones_like(x, dtype=bool)
+
+
+@implements(np.real_if_close)
+def real_if_close(a, tol=100):
+    """The real part when every imaginary part is within ``tol`` machine epsilons (one
+    agreed read), else ``a``."""
+    if a.dtype.kind != "c":
+        return a
+    bound = tol * np.finfo(a.dtype).eps if tol > 1 else tol
+    return real(a) if agreed("real_if_close", np.all(np.abs(imag(a)) < bound)) else a
+
+
+@implements(np.trapezoid)
+def trapezoid(y, x=None, dx=1.0, axis=-1):
+    """``sum((y[1:] + y[:-1]) / 2 * d)`` along ``axis`` (slices and a sum: a split axis
+    sums partial terms)."""
+    axis = normalize_axis_index(axis, y.ndim)
+    head = (slice(None),) * axis
+    upper, lower = y[head + (slice(1, None),)], y[head + (slice(None, -1),)]
+    if x is None:
+        d = dx
+    else:
+        d = np.diff(x, axis=axis if np.ndim(x) > 1 else 0)
+        if np.ndim(d) == 1 and y.ndim > 1:
+            d = np.reshape(d, (-1,) + (1,) * (y.ndim - 1 - axis))
+    return np.sum(d * (upper + lower) / 2.0, axis=axis)
+
+
+@implements(np.unwrap)
+def unwrap(p, discont=None, axis=-1, *, period=2 * np.pi):
+    """numpy's unwrapping: the differences (a halo), their correction, its running sum (a
+    scan) added back; each step an op on DTensors."""
+    axis = normalize_axis_index(axis, p.ndim)
+    dd = np.diff(p, axis=axis)
+    discont = period / 2 if discont is None else max(discont, period / 2)
+    low = -period / 2
+    ddmod = np.mod(dd - low, period) + low
+    ddmod = np.where((ddmod == low) & (dd > 0), period / 2, ddmod)
+    correct = np.where(np.abs(dd) < discont, 0, ddmod - dd)
+    head = (slice(None),) * axis
+    first = p[head + (slice(0, 1),)] * 0
+    return p + np.concatenate((first, np.cumsum(correct, axis=axis)), axis=axis)

@@ -12,7 +12,7 @@ from .. import dispatch as _dispatch
 from ..dispatch import dispatch
 from ..dtensor import DTensor
 from ..ops import user_rules
-from . import creation, util
+from . import coverage, creation, util
 from .linalg.products import matmul, vecdot
 from .ufunc_methods import UFUNC_METHODS
 from .util import axis_arg, dtype_arg, refuse, run
@@ -81,9 +81,11 @@ def array_function(self, func, types, args, kwargs):
     if handler is None and func in creation.LIKE_FUNCTIONS:   # np.zeros(3, like=x)
         return creation.like(self, func, args, kwargs)
     if handler is None:
-        raise TypeError(f"{func.__module__}.{func.__name__}: mtensor has no sharding rule for "
-                        f"this function; call full_tensor() to compute on the whole array, or "
-                        f"to_local() for this rank's block")
+        name = f"{func.__module__}.{func.__name__}"
+        why = coverage.refusal(name, func)
+        raise TypeError(f"{name}: mtensor has no sharding rule for this function"
+                        f"{f' ({why})' if why else ''}; call full_tensor() to compute on the "
+                        f"whole array, or to_local() for this rank's block")
     return handler(*args, **kwargs)
 
 

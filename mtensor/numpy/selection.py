@@ -227,3 +227,49 @@ def select(condlist, choicelist, default=0):
     for cond, choice in zip(reversed(condlist), reversed(choicelist)):
         out = np.where(cond, choice, out)
     return out.astype(dtype, copy=False) if is_dtensor(out) else out
+
+
+@implements(np.resize)
+def resize(a, new_shape):
+    """numpy's ``resize``: the flat values repeated to fill ``new_shape``."""
+    shape = (int(new_shape),) if np.ndim(new_shape) == 0 else tuple(int(s) for s in new_shape)
+    size, flat = math.prod(shape), ravel(a)
+    if flat.shape[0] == 0 or size == 0:
+        return np.zeros_like(flat, shape=shape)
+    copies = -(-size // flat.shape[0])
+    return reshape(concatenate([flat] * copies)[:size], shape)
+
+
+@implements(np.trim_zeros)
+def trim_zeros(filt, trim="fb", axis=None):
+    """The leading (``f``) and trailing (``b``) zeros cut off a 1-D DTensor: two agreed
+    reads of where the first and last nonzero lie, then a slice (a view)."""
+    if filt.ndim != 1 or axis not in (None, 0):
+        raise TypeError(f"np.trim_zeros: only 1-D DTensors are supported, got shape {filt.shape}")
+    nonzero = filt != 0
+    n = filt.shape[0]
+    if n == 0 or not bool(np.any(nonzero)):
+        return filt[0:0]
+    first = int(np.argmax(nonzero)) if "f" in trim.lower() else 0
+    last = n - int(np.argmax(np.flip(nonzero))) if "b" in trim.lower() else n
+    return filt[first:last]
+
+
+@implements(np.piecewise)
+def piecewise(x, condlist, funclist, *args, **kw):
+    """numpy's ``piecewise``: each piece a ``where`` in order (a later condition wins), an
+    extra function for where no condition holds; each function sees the whole of ``x``
+    (numpy's sees ``x[cond]``: the values taken are the same)."""
+    conds = list(condlist) if isinstance(condlist, (list, tuple)) else [condlist]
+    if len(funclist) == len(conds) + 1:
+        rest = conds[0]
+        for c in conds[1:]:
+            rest = rest | c
+        conds.append(~rest)
+    elif len(funclist) != len(conds):
+        raise ValueError(f"with {len(conds)} condition(s), either {len(conds)} or "
+                         f"{len(conds) + 1} functions are expected")
+    out = np.zeros_like(x)
+    for cond, f in zip(conds, funclist):
+        out = np.where(cond, f(x, *args, **kw) if callable(f) else f, out)
+    return out.astype(x.dtype, copy=False)

@@ -54,6 +54,14 @@ def intersect1d(ar1, ar2, assume_unique=False, return_indices=False):
     return head[head == tail]
 
 
+@implements(np.setxor1d)
+def setxor1d(ar1, ar2, assume_unique=False):
+    """The sorted values in exactly one of the two: the union minus the intersection."""
+    both = intersect1d(ar1, ar2, assume_unique)
+    union = union1d(ar1, ar2)
+    return union[isin(union, both, invert=True)]
+
+
 @implements(np.union1d)
 def union1d(ar1, ar2):
     return np.unique(concatenate((ravel(ar1), ravel(ar2))))
@@ -65,7 +73,7 @@ def setdiff1d(ar1, ar2, assume_unique=False):
     return a[isin(a, ar2, assume_unique=True, invert=True)]
 
 
-__all__ = ["intersect1d", "isin", "setdiff1d", "union1d", "unique_all", "unique_counts",
+__all__ = ["intersect1d", "isin", "setdiff1d", "setxor1d", "union1d", "unique_all", "unique_counts",
            "unique_inverse", "unique_values"]
 
 

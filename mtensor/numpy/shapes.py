@@ -176,6 +176,19 @@ def broadcast_arrays(*args, subok=False):
                  for a in args)
 
 
+@implements(np.rollaxis)
+def rollaxis(a, axis, start=0):
+    """numpy's older ``moveaxis``: ``axis`` rolled back until it lies before ``start``."""
+    n = a.ndim
+    axis = normalize_axis_index(axis, n)
+    if not -n <= start <= n:
+        raise np.exceptions.AxisError(f"rollaxis: start {start} out of range for {n} dims")
+    start = start + n if start < 0 else start
+    if axis < start:
+        start -= 1
+    return moveaxis(a, axis, start) if axis != start else getitem(a, ())
+
+
 @implements(np.matrix_transpose, np.linalg.matrix_transpose)
 def matrix_transpose(x, /):
     if x.ndim < 2:

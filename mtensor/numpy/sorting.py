@@ -178,3 +178,12 @@ def lexsort(keys, axis=-1):
     for key in keys[1:]:
         order = np.take(order, np.argsort(np.take(key, order), kind="stable"))
     return order
+
+
+@implements(np.sort_complex)
+def sort_complex(a):
+    """Sorted by real part, then imaginary part (numpy's order for complex), as complex."""
+    b = sort(a)
+    if b.dtype.kind == "c":
+        return b
+    return b.astype(np.complex64 if b.dtype.char in "bhBH" else np.complex128)

@@ -151,6 +151,24 @@ def einsum(subscripts, *operands, out=None, optimize=False, **kwargs):
     return into_out(run("einsum", operands, (subscripts,)), out, "same_kind")
 
 
+@implements(np.linalg.matmul)
+def linalg_matmul(x1, x2, /):
+    return matmul(x1, x2)
+
+
+@implements(np.linalg.tensordot)
+def linalg_tensordot(x1, x2, /, *, axes=2):
+    return tensordot(x1, x2, axes)
+
+
+@implements(np.einsum_path)
+def einsum_path(subscripts, *operands, optimize="greedy", einsum_call=False):
+    """numpy's contraction order, from the operands' shapes alone (no values move)."""
+    stand_ins = [np.broadcast_to(np.zeros((), o.dtype), o.shape) if is_dtensor(o) else o
+                 for o in operands]
+    return np.einsum_path(subscripts, *stand_ins, optimize=optimize, einsum_call=einsum_call)
+
+
 @implements(np.linalg.vecdot)
 def vecdot(x1, x2, /, *, axis=-1):
     """``sum(conj(x1) * x2, axis)`` after broadcasting (numpy's ``vecdot``), so a split

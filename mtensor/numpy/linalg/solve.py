@@ -154,3 +154,35 @@ def matrix_power(a, n):
         if bit:
             result = z if result is None else matmul(result, z)
     return result
+
+
+@implements(np.linalg.cond)
+def cond(x, p=None):
+    """``s_max / s_min`` from the singular values for ``p`` None, 2, -2; else
+    ``norm(x, p) * norm(inv(x), p)`` (numpy's definitions)."""
+    if p is None or p in (2, -2):
+        s = np.linalg.svd(x, compute_uv=False)
+        big, small = np.max(s, axis=-1), np.min(s, axis=-1)
+        return big / small if p != -2 else small / big
+    return np.linalg.norm(x, p, axis=(-2, -1)) * np.linalg.norm(np.linalg.inv(x), p, axis=(-2, -1))
+
+
+@implements(np.linalg.tensorinv)
+def tensorinv(a, ind=2):
+    """The inverse of ``a`` read as a matrix (the first ``ind`` dims its rows)."""
+    rows = a.shape[:ind]
+    n = int(np.prod(rows))
+    inverse = np.linalg.inv(np.reshape(a, (n, -1)))
+    return np.reshape(inverse, a.shape[ind:] + rows)
+
+
+@implements(np.linalg.tensorsolve)
+def tensorsolve(a, b, axes=None):
+    """``x`` with ``tensordot(a, x, x.ndim) == b``: a matrix solve of the reshaped ``a``."""
+    if axes is not None:
+        order = [d for d in range(a.ndim) if d not in axes] + list(axes)
+        a = np.transpose(a, order)
+    rest = a.shape[np.ndim(b):]
+    n = int(np.prod(rest))
+    x = np.linalg.solve(np.reshape(a, (-1, n)), np.reshape(b, (-1,)))
+    return np.reshape(x, rest)
