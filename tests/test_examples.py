@@ -229,3 +229,14 @@ def test_register_sharding_example_teaches_unwrap(n):
     assert "caught the wrong rule: check_rule: np.unwrap choice [S(1)] -> S(1)" in result.stdout
     assert "along the rows: [S(0)], collectives {}" in result.stdout
     assert "matches numpy: True" in result.stdout, result.stdout
+
+
+@pytest.mark.parametrize("n", [3, 8])
+def test_sklearn_example_fits_pca_and_ridge_like_numpy(n):
+    """examples/sklearn_pca.py: scikit-learn's PCA and Ridge, unchanged, on row-split
+    DTensors; the projections and predictions stay split by rows."""
+    result = run_under_mpi(n, ["examples/sklearn_pca.py", "--rows", "4000", "--cols", "12"],
+                           timeout=300)
+    assert result.returncode == 0, result.stdout
+    assert result.stdout.count("matches scikit-learn on numpy: True") == 2, result.stdout
+    assert "transform [S(0)]" in result.stdout and "predict [S(0)]" in result.stdout
