@@ -232,3 +232,44 @@ def test_matmul_vecdot_norms(n, k, m, data):
     same(xp.vecdot(x, x), np.vecdot(a, a), "vecdot", False)
     same(xp.linalg.vector_norm(x), np.linalg.vector_norm(a), "vector_norm", False)
     same(xp.linalg.matrix_norm(x), np.linalg.matrix_norm(a), "matrix_norm", False)
+
+
+def test_devices_creation_layouts_and_refusals(world_mesh):
+    """``device`` is the mesh; new arrays are replicated when small and split by rows from
+    ``split_bytes()``; the refusals name what a DTensor cannot do."""
+    import array_api_compat
+
+    x = xp.arange(12.0)
+    info = xp.__array_namespace_info__()
+    old = xp.split_bytes(96)                     # 12 float64 values: the threshold
+    try:
+        big, small = xp.zeros((12, 1)), xp.zeros((11, 1))
+        made = [xp.asarray(np.ones((12, 1))), xp.full((12,), 2.0), xp.arange(12),
+                xp.eye(12, 1), xp.linspace(0, 1, 12)]
+    finally:
+        xp.split_bytes(old)
+    split = (Shard(0),)
+    ok = (array_api_compat.is_array_api_obj(x) and array_api_compat.get_namespace(x) is xp
+          and x.device == world_mesh and info.default_device() == world_mesh
+          and xp.to_device(x, x.device) is x and x.to_device(world_mesh) is x
+          and big.placements == split and small.placements == (Replicate(),)
+          and all(m.placements == split for m in made)
+          and xp.zeros_like(big).placements == split
+          and xp.asarray(x) is x and xp.asarray(x, copy=True) is not x
+          and xp.astype(x, xp.float64, copy=False) is x
+          and xp.asarray([xp.sum(x), xp.max(x)]).shape == (2,)
+          and isinstance(xp.meshgrid(x, x), list) and isinstance(xp.broadcast_arrays(x, x), list)
+          and info.capabilities()["boolean indexing"] and "float64" in info.dtypes())
+    assert_all_ranks(ok, "devices, creation layouts or copy semantics")
+    refusals = [
+        (lambda: x.__dlpack__(), BufferError, "no single buffer"),
+        (lambda: x.__array_namespace__(api_version="2099.12"), ValueError, "not supported"),
+        (lambda: xp.reshape(x, (3, 4), copy=False), ValueError, "copy=False"),
+        (lambda: xp.asarray(x, dtype=xp.float32, copy=False), ValueError, "copy=False"),
+        (lambda: xp.zeros(3, device="cpu"), TypeError, "not a DeviceMesh"),
+        (lambda: xp.to_device(x, mt.init_device_mesh((1, WORLD.size))), ValueError,
+         "cannot move"),
+    ]
+    for call, error, text in refusals:
+        with pytest.raises(error, match=text):
+            call()
