@@ -48,6 +48,9 @@ REFUSED = {
     "numpy.savez_compressed": "one file of whole arrays: mt.save writes a distributed "
                               "checkpoint",
     "numpy.savetxt": "one text file of the whole array: np.savetxt(path, mt.asnumpy(x))",
+    "numpy.unwrap": "no built-in rule, on purpose: it is the worked example of "
+                    "mt.register_sharding (examples/register_sharding.py adds one in five "
+                    "lines)",
     "numpy.lib.stride_tricks.sliding_window_view": "windows cross the blocks' edges: a halo "
                                                    "exchange (the neighbours issue)",
 }

@@ -1,6 +1,6 @@
 """numpy's mathematical functions beyond the ufuncs: ``round``, ``real``, ``imag``, ``angle``,
 ``interp``, ``nan_to_num``, ``fix``, ``sinc``, ``i0``, ``iscomplex``/``isreal``,
-``real_if_close``, ``trapezoid`` and ``unwrap``.
+``real_if_close`` and ``trapezoid``.
 """
 from __future__ import annotations
 
@@ -116,18 +116,3 @@ def trapezoid(y, x=None, dx=1.0, axis=-1):
             d = np.reshape(d, (-1,) + (1,) * (y.ndim - 1 - axis))
     return np.sum(d * (upper + lower) / 2.0, axis=axis)
 
-
-@implements(np.unwrap)
-def unwrap(p, discont=None, axis=-1, *, period=2 * np.pi):
-    """numpy's unwrapping: the differences (a halo), their correction, its running sum (a
-    scan) added back; each step an op on DTensors."""
-    axis = normalize_axis_index(axis, p.ndim)
-    dd = np.diff(p, axis=axis)
-    discont = period / 2 if discont is None else max(discont, period / 2)
-    low = -period / 2
-    ddmod = np.mod(dd - low, period) + low
-    ddmod = np.where((ddmod == low) & (dd > 0), period / 2, ddmod)
-    correct = np.where(np.abs(dd) < discont, 0, ddmod - dd)
-    head = (slice(None),) * axis
-    first = p[head + (slice(0, 1),)] * 0
-    return p + np.concatenate((first, np.cumsum(correct, axis=axis)), axis=axis)

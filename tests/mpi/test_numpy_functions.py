@@ -15,7 +15,6 @@ MESH_NDIM_MAX = 2
 M = random_array((7, 6), seed=1)
 T = random_array((5, 4, 3), seed=2)
 V = random_array((9,), seed=3)
-W = np.linspace(-3.0, 3.0, 7)
 SPECIAL = np.array([1.0, np.nan, -np.inf, 2.5, np.inf, -0.0, 3.0])
 KEYS = (np.array([2, 0, 1, 2, 0, 1, 1]), np.array([1, 1, 0, 0, 1, 0, 1]))
 
@@ -58,7 +57,6 @@ CASES = {
     "sinc": (lambda x: np.sinc(x / 3), M),
     "i0": (lambda x: np.i0(x / 3), M),
     "trapezoid": (lambda x: np.trapezoid(x, dx=0.5, axis=0), M),
-    "unwrap": (lambda x: np.unwrap(x * 2.0), W),
     "correlate": (lambda v: np.correlate(v, np.array([1.0, -2.0, 0.5]), mode="same"), V),
     "resize": (lambda x: np.resize(x, (5, 10)), M),
     "setxor1d": (lambda v: np.setxor1d(v, v[:4] + 1), V),
