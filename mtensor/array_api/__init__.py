@@ -8,7 +8,8 @@ through ``__array_ufunc__``/``__array_function__``); ``functions`` and ``creatio
 ones whose signatures or semantics differ.  A DTensor's ``device`` is its mesh; creation
 functions take ``device=`` (a mesh), default to the innermost ``with mesh:`` block and lay
 new arrays out as ``creation`` says.  Installs ``__array_namespace__``, ``device``,
-``to_device`` and the DLPack refusals on DTensor.
+``to_device``, ``__dlpack__`` and ``__dlpack_device__`` (a replicated DTensor's block; a
+split one refuses) on DTensor.
 """
 from __future__ import annotations
 
@@ -37,7 +38,7 @@ from .creation import (
     zeros,
     zeros_like,
 )
-from .devices import device_of, dlpack_refused, to_device
+from .devices import device_of, dlpack, dlpack_device, to_device
 from .functions import (
     argsort,
     astype,
@@ -91,8 +92,8 @@ def __array_namespace__(self, /, *, api_version=None):
 DTensor.__array_namespace__ = __array_namespace__
 DTensor.device = property(device_of)
 DTensor.to_device = to_device
-DTensor.__dlpack__ = dlpack_refused
-DTensor.__dlpack_device__ = dlpack_refused
+DTensor.__dlpack__ = dlpack
+DTensor.__dlpack_device__ = dlpack_device
 
 __all__ = sorted(["__array_api_version__", "__array_namespace_info__", "arange", "argsort",
                   "asarray", "astype", "broadcast_arrays", "clip", "concat", "empty",

@@ -10,6 +10,7 @@ from .. import modes
 from ..dtensor import DTensor
 from ..mesh import DeviceMesh
 from ..mesh.device_mesh import world_mesh
+from ..placement import Replicate
 
 
 def default_device() -> DeviceMesh:
@@ -45,8 +46,22 @@ def to_device(x: DTensor, device, /, *, stream=None) -> DTensor:
                      f"the whole array, and distribute_tensor places it on another mesh)")
 
 
-def dlpack_refused(x: DTensor, *args, **kwargs):
-    """A DTensor's values are spread over ranks: no single buffer to hand over zero-copy."""
-    raise BufferError(f"__dlpack__: a DTensor {list(x.placements)} of shape {x.shape} has no "
-                      f"single buffer on this rank (its values are spread over the mesh); use "
+def _whole_block(x: DTensor, op: str):
+    """This rank's block when it is the whole value (every mesh dim of more than one rank
+    replicates ``x``); a BufferError naming the layout otherwise: a split or partial array
+    has no single buffer to hand over."""
+    if all(isinstance(p, Replicate) or n == 1 for p, n in zip(x.placements, x.device_mesh.shape)):
+        return x._block()
+    raise BufferError(f"{op}: a DTensor {list(x.placements)} of shape {x.shape} has no single "
+                      f"buffer on this rank (its values are spread over the mesh); use "
                       f"x.to_local() for this rank's block or mt.asnumpy(x) for the whole array")
+
+
+def dlpack(x: DTensor, /, *, stream=None, max_version=None, dl_device=None, copy=None):
+    """DLPack of a replicated DTensor: its block, which is the whole value, zero-copy."""
+    return _whole_block(x, "__dlpack__").__dlpack__(
+        stream=stream, max_version=max_version, dl_device=dl_device, copy=copy)
+
+
+def dlpack_device(x: DTensor, /):
+    return _whole_block(x, "__dlpack_device__").__dlpack_device__()

@@ -16,7 +16,7 @@ from ..dtensor import DTensor
 from ..ops.plans.indexing import plain_key
 from ..placement import Partial
 from .util import HANDLED, implements, is_dtensor, run
-from .writes.setitem import WHOLE, assign, entries_for
+from .writes.setitem import WHOLE, assign, entries_for, scalar_mask
 
 
 def _view(a, name, params, numpy_view=True, key=None):
@@ -209,6 +209,10 @@ def getitem(a, key):
     balanced, the mask never gathered) and an integer DTensor ``np.take`` along dim 0 (the
     result split like the index); outside gradients and ``mt.compile``, which record the
     general path: other DTensors in the key are gathered (every rank needs the whole index)."""
+    flag = scalar_mask(key)
+    if flag is not None:            # a 0-d mask: a new axis of length 1 (True) or 0 (False)
+        out = getitem(a, None)
+        return out if flag else getitem(out, slice(0, 0))
     if type(key) is DTensor and key.ndim and modes.active.tracer is None and not (
             modes.is_tracked(a) or modes.is_tracked(key)):
         if key.dtype == np.bool_ and key.shape == a.shape:

@@ -146,9 +146,10 @@ def normalize_axes(call: OpCall, axis, ndim: int) -> Tuple[int, ...]:
     axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
     out = []
     for a in axes:
-        if not -ndim <= a < ndim:
-            raise call.error(f"axis {a} is out of range for {ndim} dims",
-                             f"pass an axis in range(-{ndim}, {ndim})")
+        if not -ndim <= a < ndim:      # numpy's AxisError: a ValueError and an IndexError
+            raise np.exceptions.AxisError(str(call.error(
+                f"axis {a} is out of range for {ndim} dims",
+                f"pass an axis in range(-{ndim}, {ndim})")))
         out.append(int(a) % ndim)
     if len(set(out)) != len(out):
         raise call.error(f"axis {axis} repeats a dim", "name each dim once")

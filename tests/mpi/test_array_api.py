@@ -259,16 +259,28 @@ def test_devices_creation_layouts_and_refusals(world_mesh):
           and xp.astype(x, xp.float64, copy=False) is x
           and xp.asarray([xp.sum(x), xp.max(x)]).shape == (2,)
           and isinstance(xp.meshgrid(x, x), list) and isinstance(xp.broadcast_arrays(x, x), list)
-          and info.capabilities()["boolean indexing"] and "float64" in info.dtypes())
+          and info.capabilities()["boolean indexing"] and "float64" in info.dtypes()
+          and np.array_equal(np.from_dlpack(x), np.arange(12.0))      # replicated: zero-copy
+          and xp.from_dlpack(np.arange(3)).placements == (Replicate(),)
+          and x[xp.asarray(True)].shape == (1, 12) and x[False].shape == (0, 12))
+    y = xp.zeros(3)
+    y[xp.asarray(True)] = 5.0
+    y[False] = 7.0
+    ok = ok and np.array_equal(host(y), [5.0, 5.0, 5.0])
+    ok = ok and xp.vecdot(xp.asarray([1, 2], dtype=xp.uint8),
+                          xp.asarray([3, 4], dtype=xp.uint8)).dtype == np.uint8
     assert_all_ranks(ok, "devices, creation layouts or copy semantics")
     refusals = [
-        (lambda: x.__dlpack__(), BufferError, "no single buffer"),
+        (lambda: xp.asarray(x, placements=[Shard(0)]).__dlpack__() if WORLD.size > 1
+         else x.__dlpack__(dl_device=(99, 0)), BufferError, "no single buffer|device"),
         (lambda: x.__array_namespace__(api_version="2099.12"), ValueError, "not supported"),
         (lambda: xp.reshape(x, (3, 4), copy=False), ValueError, "copy=False"),
         (lambda: xp.asarray(x, dtype=xp.float32, copy=False), ValueError, "copy=False"),
         (lambda: xp.zeros(3, device="cpu"), TypeError, "not a DeviceMesh"),
         (lambda: xp.to_device(x, mt.init_device_mesh((1, WORLD.size))), ValueError,
          "cannot move"),
+        (lambda: xp.expand_dims(x, axis=3), IndexError, "out of range"),
+        (lambda: xp.sum(x, axis=-2), IndexError, "out of range"),
     ]
     for call, error, text in refusals:
         with pytest.raises(error, match=text):

@@ -179,7 +179,7 @@ def vecdot(x1, x2, /, *, axis=-1):
                          f"got shapes {a.shape} and {b.shape}")
     if a.dtype.kind == "c":
         a = np.conj(a)
-    return np.sum(np.multiply(a, b), axis=axis)
+    return np.sum(np.multiply(a, b), axis=axis, dtype=np.result_type(a.dtype, b.dtype))
 
 
 @implements(np.linalg.multi_dot)

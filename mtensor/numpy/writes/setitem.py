@@ -62,8 +62,25 @@ class _Whole:
 WHOLE = _Whole()
 
 
+def scalar_mask(key):
+    """A 0-d boolean key (``x[True]``, ``x[x.sum() > 0]``) read as a Python bool, else None:
+    numpy treats it as a new axis of length 1 (True) or 0 (False)."""
+    if isinstance(key, (bool, np.bool_)):
+        return bool(key)
+    if getattr(key, "ndim", None) == 0 and getattr(key, "dtype", None) == np.bool_:
+        return bool(key)             # a DTensor's read agrees on every rank
+    return None
+
+
 def setitem(target: DTensor, key, value) -> None:
     """``target[key] = value`` with any key numpy takes."""
+    flag = scalar_mask(key)
+    if flag is not None:             # x[True] = v writes everything, x[False] = v nothing
+        if flag:
+            if np.ndim(value) == target.ndim + 1 and np.shape(value)[0] == 1:
+                value = value[0]
+            setitem(target, Ellipsis, value)
+        return
     view = value._view if type(value) is DTensor else None
     if view is not None and view.parent is target and view.attached and (
             view.key is key or _is_view_at(value, target, entries_for(key, target.shape,
