@@ -7,8 +7,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.lib.array_utils import normalize_axis_index
 
-from ..placement import reduced
-from .sorting import wrap_block
+from .sorting import prepare, wrap_block
 from .util import agreed, implements, into_out, run
 
 # --- elementwise -------------------------------------------------------------------------
@@ -76,8 +75,9 @@ def sinc(x):
 
 @implements(np.i0)
 def i0(x):
-    """numpy's ``i0`` on each rank's block (elementwise; Partial terms summed first)."""
-    a = x.redistribute(placements=reduced(x.placements))
+    """numpy's ``i0`` on each rank's block (elementwise; Partial terms summed first; not
+    under gradients or ``mt.compile``, as the other functions of whole blocks)."""
+    a = prepare("i0", x)
     return wrap_block(np.i0(a._block()), a.device_mesh, a.placements, a.shape)
 
 
