@@ -185,12 +185,17 @@ def scaling_md(results):
 
 
 def algorithms_md(results):
-    runs = results["algorithms"]
-    cases = next((r["rows"] for r in runs.values() if r), [])
-    out = ["## 5. numpy's algorithms on split arrays", "",
+    """The algorithms' rows, then scikit-learn's PCA (``sklearn_pca.py``), per rank count."""
+    sklearn = results.get("sklearn", {})
+    runs = {n: None if r is None and sklearn.get(n) is None else
+            {"rows": (r or {"rows": []})["rows"] + (sklearn.get(n) or {"rows": []})["rows"]}
+            for n, r in results["algorithms"].items()}
+    cases = max((r["rows"] for r in runs.values() if r), key=len, default=[])
+    out = ["## 5. numpy's algorithms and scikit-learn on split arrays", "",
            "Each array split Shard(0) over every rank (sample sort; local scans and an "
-           "all-gather of one total per block; a halo of one value per block; TSQR) against "
-           "numpy on the whole array in one process, in the same launch (the other ranks "
+           "all-gather of one total per block; a halo of one value per block; TSQR; "
+           "scikit-learn's PCA, unchanged, on row-split DTensors) against numpy (scikit-learn "
+           "on numpy) on the whole array in one process, in the same launch (the other ranks "
            "sleep while numpy runs). Ratio = one-process time / distributed time (above 1: "
            "distributed is faster); medians, slowest rank. Above "
            f"{os.cpu_count()} ranks the ranks share the cores.", "",
@@ -199,7 +204,7 @@ def algorithms_md(results):
     for i, case in enumerate(cases):
         cells = []
         for r in runs.values():
-            row = r["rows"][i] if r else None
+            row = r["rows"][i] if r and i < len(r["rows"]) else None
             cells.append("failed" if row is None else
                          f"{row['ratio']:.2f} ({ms(row['numpy_s'])} / {ms(row['mtensor_s'])} ms)"
                          + ("" if row["correct"] else " WRONG"))
@@ -291,8 +296,8 @@ def headlines(results):
                    f"{ratio(m.get('compiled'), m.get('hand'))}, mtensor / DTensor "
                    f"{ratio(m.get('mtensor'), m.get('DTensor'))}")
     for n, r in results["algorithms"].items():
-        cells = [f"{row['case'].split(' (')[0]} {row['ratio']:.2f}"
-                 for row in (r or {}).get("rows", [])]
+        rows = (r or {}).get("rows", []) + (results.get("sklearn", {}).get(n) or {}).get("rows", [])
+        cells = [f"{row['case'].split(' (')[0]} {row['ratio']:.2f}" for row in rows]
         out.append(f"- numpy on the whole array in one process / split over {n} ranks: "
                    + ", ".join(cells))
     return out + more_headlines(results)

@@ -13,8 +13,9 @@ Launches, each under ``mpiexec`` with one BLAS/OpenMP thread per rank and a wall
    mtensor eager vs hand-written numpy+mpi4py vs DTensor;
 4. the same step at 1 and each rank count with a fixed global batch (strong scaling) and with
    a fixed batch per data-parallel rank (weak scaling);
-5. ``algorithms.py`` at each rank count: sort, cumsum, diff and TSQR of split arrays vs numpy
-   on the whole array in one process;
+5. ``algorithms.py`` and ``sklearn_pca.py`` at each rank count: sort, cumsum, diff and TSQR
+   of split arrays, and scikit-learn's PCA on row-split DTensors, vs numpy (scikit-learn on
+   numpy) on the whole array in one process;
 6. ``compile_dp.py`` (``mt.compile``'s buckets and replay cost), ``guards_cost.py`` (check
    mode, timeout), ``checkpoint.py`` and ``lm_step_vs_handwritten.py`` (the byte-level GPT:
    mtensor eager and compiled vs hand-written Megatron, then with torch DTensor) at each rank
@@ -44,12 +45,13 @@ HERE = Path(__file__).resolve().parent
 THREADS = {v: "1" for v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")}
 # batch: the global batch of the strong runs and the batch per dp rank of the weak ones
 FULL = {"batch": "256", "train": ["--d", "512", "--reps", "15"], "dispatch": ["--reps", "40"],
-        "collectives": [], "algorithms": [], "compile": [], "guards": [], "writes": [],
+        "collectives": [], "algorithms": [], "sklearn": [], "compile": [], "guards": [], "writes": [],
         "checkpoint": ["--mib", "64"], "checkpoint_large": ["--mib", "256"],
         "lm": ["--reps", "10"]}
 QUICK = {"batch": "16", "train": ["--d", "8", "--reps", "2"], "dispatch": ["--quick"],
          "collectives": ["--quick"],
          "algorithms": ["--log2n", "12", "--rows", "2048", "--cols", "8", "--reps", "1"],
+         "sklearn": ["--log2-rows", "10", "--cols", "8", "--reps", "1"],
          "compile": ["--params", "4", "--size", "64", "--reps", "2"], "guards": ["--reps", "2"],
          "writes": ["--reps", "2", "--n", "256"],
          "checkpoint": ["--mib", "1", "--reps", "1", "--warmup", "0"],
@@ -168,6 +170,7 @@ def main():
     results["lm_torch"] = {n: launch(n, lm, cfg["lm"]) for n in ranks} if with_torch else {}
     for n in ranks:
         results["algorithms"][n] = launch(n, "algorithms.py", cfg["algorithms"])
+    results["sklearn"] = {n: launch(n, "sklearn_pca.py", cfg["sklearn"]) for n in ranks}
     for key, script in (("compile", "compile_dp.py"), ("guards", "guards_cost.py"),
                         ("checkpoint", "checkpoint.py")):
         results[key] = {n: launch(n, script, cfg[key]) for n in ranks}

@@ -73,7 +73,8 @@ def main():
         if args.json:
             with open(args.json, "w") as f:
                 json.dump({"ranks": comm.size, "cores": os.cpu_count(), "reps": args.reps,
-                           "rows": [{"case": "pca", "shape": shape, "numpy_s": theirs_s,
+                           "rows": [{"case": f"scikit-learn PCA covariance_eigh ({shape[0]} x "
+                                             f"{shape[1]} float64)", "numpy_s": theirs_s,
                                      "mtensor_s": ours_s, "ratio": theirs_s / ours_s,
                                      "correct": ok}]}, f, indent=1)
 

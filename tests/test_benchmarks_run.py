@@ -10,7 +10,8 @@ from launcher import finish
 
 ROOT = Path(__file__).resolve().parent.parent
 SECTIONS = ["## 1. Collectives", "## 2. Dispatch overhead", "## 3. Training step",
-            "## 4. Scaling", "## 5. numpy's algorithms on split arrays",
+            "## 4. Scaling", "## 5. numpy's algorithms and scikit-learn on split arrays",
+            "| scikit-learn PCA covariance_eigh (1024 x 8 float64) |",
             "## 6. mt.compile, guards, writes, checkpoints", "### mt.compile", "How to reproduce",
             "- mt.compile, data-parallel step", "- guards, 2 ranks", "- writes, 2 ranks",
             "- checkpoint, 2 ranks, 2 MiB", "- GPT step (lm), 2 ranks (1, 2): mtensor",
