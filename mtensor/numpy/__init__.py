@@ -8,7 +8,7 @@ from ..dtensor import DTensor
 
 # linalg
 from . import linalg, methods, scimath
-from .counting import bincount, digitize, histogram, searchsorted
+from .counting import bincount, digitize, histogram, histogram_bin_edges, searchsorted
 
 # creation
 from .creation import (
@@ -18,8 +18,10 @@ from .creation import (
     eye,
     full,
     full_like,
+    geomspace,
     identity,
     linspace,
+    logspace,
     meshgrid,
     ones,
     ones_like,
@@ -27,7 +29,7 @@ from .creation import (
     zeros_like,
 )
 from .diagonal import diag, diagflat, diagonal, trace, tril, triu
-from .differences import convolve, diff, ediff1d, gradient
+from .differences import convolve, correlate, diff, ediff1d, gradient
 
 # elementwise
 from .elementwise import astype, can_cast, clip, copy, result_type, where
@@ -54,7 +56,21 @@ from .inspection import (
 from .joins import append, block, column_stack, concatenate, dstack, hstack, stack, vstack
 from .linalg import cross, dot, einsum, inner, kron, matmul, outer, tensordot, vdot
 from .logic import allclose, array_equal, array_equiv, isclose, isneginf, isposinf
-from .mathematical import angle, imag, interp, nan_to_num, real, round
+from .mathematical import (
+    angle,
+    fix,
+    i0,
+    imag,
+    interp,
+    iscomplex,
+    isreal,
+    nan_to_num,
+    real,
+    real_if_close,
+    round,
+    sinc,
+    trapezoid,
+)
 from .nanfunctions import (
     nanargmax,
     nanargmin,
@@ -67,7 +83,19 @@ from .nanfunctions import (
     nanvar,
 )
 from .nonzero import argwhere, flatnonzero, nonzero
-from .polynomials import polyfit, polyval
+from .polynomials import (
+    poly,
+    polyadd,
+    polyder,
+    polydiv,
+    polyfit,
+    polyint,
+    polymul,
+    polysub,
+    polyval,
+    roots,
+    vander,
+)
 from .rearrange import flip, fliplr, flipud, roll, rot90
 
 # reductions
@@ -82,15 +110,19 @@ from .selection import (
     delete,
     extract,
     insert,
+    piecewise,
     put_along_axis,
+    resize,
     select,
     take,
     take_along_axis,
+    trim_zeros,
 )
 from .sets import (
     intersect1d,
     isin,
     setdiff1d,
+    setxor1d,
     union1d,
     unique,
     unique_all,
@@ -112,6 +144,7 @@ from .shapes import (
     ndim,
     ravel,
     reshape,
+    rollaxis,
     shape,
     size,
     squeeze,
@@ -121,7 +154,7 @@ from .shapes import (
 )
 
 # sorting, counting, sets
-from .sorting import argpartition, argsort, lexsort, partition, sort
+from .sorting import argpartition, argsort, lexsort, partition, sort, sort_complex
 from .splits import array_split, dsplit, hsplit, split, vsplit
 
 # statistics
