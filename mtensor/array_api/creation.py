@@ -70,94 +70,95 @@ def asarray(obj, /, *, dtype=None, device=None, copy=None, placements=None):
         parts = [asarray(o, dtype=dtype, device=device) for o in obj]
         out = np.stack(parts) if parts else asarray([], dtype=dtype, device=device)
         return out if placements is None else out.redistribute(placements=placements)
-    mesh = mesh_for("asarray", device)
     values = np.asarray(obj, dtype=dtype, copy=copy)
-    if copy is False and mesh.device_type != "cpu":
+    if copy is False and mesh_for("asarray", device).device_type != "cpu":
         raise ValueError("asarray: copy=False, but host values need a copy to a device mesh")
-    return _placed(values, mesh, placements)
+    return _placed("asarray", values, device, placements)
 
 
-def _placed(values, mesh, placements):
+def _where(op, device, placements, shape, dtype):
+    """The mesh of a new array (``device``, or the default) and its placements (given, or
+    :func:`default_layout`'s)."""
+    mesh = mesh_for(op, device)
+    return mesh, default_layout(mesh, shape, dtype) if placements is None else placements
+
+
+def _placed(op, values, device, placements):
     """Host values every rank holds, cut to this rank's block (no communication)."""
-    if placements is None:
-        placements = default_layout(mesh, values.shape, values.dtype)
+    mesh, placements = _where(op, device, placements, values.shape, values.dtype)
     return distribute_tensor(values, mesh, placements, src_data_rank=None)
 
 
-def _made(op, fn, shape, *args, device=None, placements=None):
-    mesh = mesh_for(op, device)
-    if placements is None:
-        dtype = np.dtype(args[-1]) if args[-1] is not None else np.dtype(float)
-        placements = default_layout(mesh, shape, dtype)
-    return fn(shape, *args, mesh=mesh, placements=placements)
-
-
 def zeros(shape, *, dtype=None, device=None, placements=None):
-    return _made("zeros", mt.zeros, shape, dtype or float, device=device, placements=placements)
+    mesh, placements = _where("zeros", device, placements, shape, dtype or float)
+    return mt.zeros(shape, dtype or float, mesh=mesh, placements=placements)
 
 
 def ones(shape, *, dtype=None, device=None, placements=None):
-    return _made("ones", mt.ones, shape, dtype or float, device=device, placements=placements)
+    mesh, placements = _where("ones", device, placements, shape, dtype or float)
+    return mt.ones(shape, dtype or float, mesh=mesh, placements=placements)
 
 
 def empty(shape, *, dtype=None, device=None, placements=None):
-    return _made("empty", mt.empty, shape, dtype or float, device=device, placements=placements)
+    mesh, placements = _where("empty", device, placements, shape, dtype or float)
+    return mt.empty(shape, dtype or float, mesh=mesh, placements=placements)
 
 
 def full(shape, fill_value, *, dtype=None, device=None, placements=None):
     if type(fill_value) is DTensor:
         fill_value = fill_value.item()
     dtype = np.asarray(fill_value).dtype if dtype is None else dtype
-    return _made("full", mt.full, shape, fill_value, dtype, device=device, placements=placements)
+    mesh, placements = _where("full", device, placements, shape, dtype)
+    return mt.full(shape, fill_value, dtype, mesh=mesh, placements=placements)
 
 
 def arange(start, /, stop=None, step=1, *, dtype=None, device=None, placements=None):
-    mesh = mesh_for("arange", device)
-    if placements is None:
-        lo, hi = (0, start) if stop is None else (start, stop)
-        n = max(0, math.ceil((hi - lo) / step))
-        placements = default_layout(mesh, (n,), dtype or np.result_type(start, stop or 0, step))
+    lo, hi = (0, start) if stop is None else (start, stop)
+    n = max(0, math.ceil((hi - lo) / step))
+    mesh, placements = _where("arange", device, placements, (n,),
+                              dtype or np.result_type(start, stop or 0, step))
     return mt.arange(start, stop, step, dtype, mesh=mesh, placements=placements)
 
 
 def eye(n_rows, n_cols=None, /, *, k=0, dtype=None, device=None, placements=None):
     shape = (n_rows, n_rows if n_cols is None else n_cols)
-    mesh = mesh_for("eye", device)
-    if placements is None:
-        placements = default_layout(mesh, shape, dtype or float)
+    mesh, placements = _where("eye", device, placements, shape, dtype or float)
     return mt.eye(n_rows, n_cols, k, dtype or float, mesh=mesh, placements=placements)
 
 
 def linspace(start, stop, /, num, *, dtype=None, device=None, endpoint=True, placements=None):
     values = np.linspace(start, stop, num, endpoint=endpoint, dtype=dtype)
-    return _placed(values, mesh_for("linspace", device), placements)
+    return _placed("linspace", values, device, placements)
 
 
-def _like(op, fn, x, *args, dtype=None, device=None, placements=None):
+def _like(op, x, fill=(), dtype=None, device=None, placements=None):
+    """``x``'s shape and layout on its own mesh; on another ``device``, that mesh's default
+    layout (``mt.zeros``/``ones``/``empty``/``full`` there)."""
     mesh_for(op, device, x)
     if device is not None and device != x.device_mesh:
-        return _made(op, getattr(mt, op[:-len("_like")]), x.shape, *args, dtype or x.dtype,
-                     device=device, placements=placements)
-    out = fn(x, *args, dtype=dtype)
+        mesh, placements = _where(op, device, placements, x.shape, dtype or x.dtype)
+        return getattr(mt, op[:-len("_like")])(x.shape, *fill, dtype or x.dtype, mesh=mesh,
+                                               placements=placements)
+    out = getattr(mt, op)(x, *fill, dtype=dtype)
     return out if placements is None else out.redistribute(placements=placements)
 
 
 def zeros_like(x, /, *, dtype=None, device=None, placements=None):
-    return _like("zeros_like", mt.zeros_like, x, dtype=dtype, device=device, placements=placements)
+    return _like("zeros_like", x, dtype=dtype, device=device, placements=placements)
 
 
 def ones_like(x, /, *, dtype=None, device=None, placements=None):
-    return _like("ones_like", mt.ones_like, x, dtype=dtype, device=device, placements=placements)
+    return _like("ones_like", x, dtype=dtype, device=device, placements=placements)
 
 
 def empty_like(x, /, *, dtype=None, device=None, placements=None):
-    return _like("empty_like", mt.empty_like, x, dtype=dtype, device=device, placements=placements)
+    return _like("empty_like", x, dtype=dtype, device=device, placements=placements)
 
 
 def full_like(x, /, fill_value, *, dtype=None, device=None, placements=None):
     if type(fill_value) is DTensor:
         fill_value = fill_value.item()
-    return _like("full_like", mt.full_like, x, fill_value, dtype=dtype, device=device,
+    return _like("full_like", x, (fill_value,), dtype=dtype, device=device,
                  placements=placements)
 
 
@@ -167,6 +168,6 @@ def meshgrid(*arrays, indexing="xy"):
 
 
 def from_dlpack(x, /, *, device=None, copy=None):
-    """A DLPack producer's array made replicated on ``device`` (every rank must pass the
-    same values); a DTensor has no DLPack buffer (``x.__dlpack__`` says why)."""
+    """A DLPack producer's array laid out on ``device`` as ``asarray`` lays host values out
+    (every rank must pass the same values); a replicated DTensor is a producer too."""
     return asarray(np.from_dlpack(x, copy=copy), device=device)

@@ -87,9 +87,14 @@ def _spaced(name, fn, bounds, retstep=False):
     mesh = next(b.device_mesh for b in bounds if type(b) is DTensor)
     bounds = [to_host(b.full_tensor()) if type(b) is DTensor else b for b in bounds]
     out = fn(*bounds)
-    samples = to_device(out[0] if retstep else out, mesh.device_type)
-    spec = DTensorSpec(mesh, (Replicate(),) * mesh.ndim, samples.shape, samples.dtype)
-    return (DTensor(samples, spec), out[1]) if retstep else DTensor(samples, spec)
+    return (replicated(out[0], mesh), out[1]) if retstep else replicated(out, mesh)
+
+
+def replicated(values, mesh) -> DTensor:
+    """Host values every rank holds, as a DTensor replicated on ``mesh`` (no communication)."""
+    values = np.asarray(values)
+    spec = DTensorSpec(mesh, (Replicate(),) * mesh.ndim, values.shape, values.dtype)
+    return DTensor(to_device(values, mesh.device_type), spec)
 
 
 @implements(np.linspace)
@@ -174,7 +179,4 @@ LIKE_FUNCTIONS = frozenset({np.array, np.asarray, np.asanyarray, np.ascontiguous
 
 
 def like(template: DTensor, func, args, kwargs) -> DTensor:
-    mesh = template.device_mesh
-    made = np.asarray(func(*args, **kwargs))
-    spec = DTensorSpec(mesh, (Replicate(),) * mesh.ndim, made.shape, made.dtype)
-    return DTensor(to_device(made, mesh.device_type), spec)
+    return replicated(func(*args, **kwargs), template.device_mesh)

@@ -7,12 +7,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..dtensor import DTensor, asnumpy
-from ..placement import Replicate
+from ..dtensor import asnumpy
+from .creation import replicated
 from .joins import stack
 from .linalg.solve import lstsq
 from .shapes import getitem
-from .sorting import wrap_block
 from .util import as_array, implements, is_dtensor, refuse
 
 
@@ -38,10 +37,10 @@ def polyfit(x, y, deg, rcond=None, full=False, w=None, cov=False):
         raise TypeError("expected 1D vector for x" if x.ndim != 1 else "expected non-empty vector for x")
     if np.ndim(y) not in (1, 2) or np.shape(y)[0] != x.shape[0]:
         raise TypeError("expected x and y to have same length")
-    vander = stack([x ** (deg - i) for i in range(deg + 1)], axis=1)
-    scale = np.sqrt(np.sum(vander * vander, axis=0))
+    lhs = vander(x, deg + 1)
+    scale = np.sqrt(np.sum(lhs * lhs, axis=0))
     rcond = x.shape[0] * np.finfo(x.dtype).eps if rcond is None else rcond
-    c = lstsq(vander / scale, y, rcond=rcond)[0]
+    c = lstsq(lhs / scale, y, rcond=rcond)[0]
     return (c.T / scale).T
 
 
@@ -66,11 +65,6 @@ def _on_whole(fn):
         return replicated(out, mesh)
     whole.__name__ = fn.__name__
     return implements(fn)(whole)
-
-
-def replicated(values, mesh) -> DTensor:
-    values = np.asarray(values)
-    return wrap_block(values, mesh, (Replicate(),) * mesh.ndim, values.shape)
 
 
 poly = _on_whole(np.poly)
