@@ -30,7 +30,7 @@ def _settled(g):
     return relayout(g, reduced(g.placements))
 
 
-def _backward(recorded, value, leaves):
+def _backward(recorded, value, leaves, reduce=True, seeds=None):
     """Each leaf's gradient, laid out like the leaf.  A gradient is complete once the reverse
     walk passes the leaf's first use, and is laid out right then (as DDP's hooks fire when a
     gradient is ready): its data-parallel all-reduce then comes while the rest of the backward
@@ -43,29 +43,36 @@ def _backward(recorded, value, leaves):
     complete_at = {}
     for leaf in leaves:
         complete_at.setdefault(first_use.get(id(leaf), -1), []).append(leaf)
-    grads, done, outer = {id(value): np.ones_like(value)}, {}, modes.active.region
+    grads = {id(value): np.ones_like(value)} if seeds is None else seeds
+    done, outer = {}, modes.active.region
     modes.active.phase = "backward"
     try:
         for i in reversed(range(len(entries))):
             modes.active.region = entries[i].region
             _accumulate(entries[i], grads, recorded.tracked)
             for leaf in complete_at.get(i, ()):
-                done[id(leaf)] = _gradient(leaf, grads)
+                done[id(leaf)] = _gradient(leaf, grads, reduce)
         modes.active.region = outer
         for leaf in complete_at.get(-1, ()):
-            done[id(leaf)] = _gradient(leaf, grads)
+            done[id(leaf)] = _gradient(leaf, grads, reduce)
     finally:
         modes.active.region, modes.active.phase = outer, "forward"
     return done
 
 
 def _accumulate(entry, grads, tracked) -> None:
-    """Add the entry's contributions to its operands' gradients."""
-    g = grads.pop(id(entry.outputs[0]), None)
-    if g is None:
-        return
+    """Add the entry's contributions to its operands' gradients (a rule of ``tape.JOINT``
+    gets the tuple of all its outputs' cotangents)."""
+    if entry.name in tape.JOINT:
+        g = tuple(grads.pop(id(o), None) for o in entry.outputs)
+        if all(c is None for c in g):
+            return
+    else:
+        g = grads.pop(id(entry.outputs[0]), None)
+        if g is None:
+            return
     wanted = [j for j, o in enumerate(entry.operands) if id(o) in tracked]
-    if len(wanted) > 1:
+    if len(wanted) > 1 and type(g) is not tuple:
         g = _settled(g)
     for j in wanted:
         g = modes.active.reuse.get(id(g), (None, g))[1]  # as the last product laid it out
@@ -74,10 +81,29 @@ def _accumulate(entry, grads, tracked) -> None:
         grads[key] = contribution if key not in grads else grads[key] + contribution
 
 
-def value_and_grad(fn, argnums=0, has_aux=False):
+def backward_from(recorded, seeds: dict) -> dict:
+    """The backward walk over a tape recorded inside another's backward pass
+    (``tape.nested``: ``mt.remat`` recomputes its block so), from ``seeds`` (cotangents by
+    id of the outputs they belong to), with the tape off and a reuse memo of its own.  The
+    dict it returns (``seeds``, walked) holds the cotangents of the tape's inputs by id, as
+    the walk left them: not yet laid out like the inputs, so the outer walk carries them on
+    as it would have without the nested recording."""
+    tape.stop()
+    modes.active.reuse = {}
+    _backward(recorded, None, (), seeds=seeds)
+    return seeds
+
+
+def value_and_grad(fn, argnums=0, has_aux=False, *, reduce=True):
     """``fn``'s value and its gradients with respect to the DTensors in ``args[argnums]``
     (pytrees of dicts, lists and tuples); ``fn`` must return a scalar float DTensor (or
-    ``(scalar, aux)`` with ``has_aux``)."""
+    ``(scalar, aux)`` with ``has_aux``).
+
+    ``reduce=False`` leaves each gradient's pending sums pending (DDP's ``no_sync``): where
+    the parameter is not Partial on a mesh dim but its gradient is (a parameter replicated
+    over the batch dims), the gradient stays ``Partial`` there, so microbatches accumulate
+    with ``+=`` and no communication, and ``mt.optim.reduce_grads`` lays the total out like
+    the parameters once per step."""
     nums = (argnums,) if isinstance(argnums, int) else tuple(argnums)
 
     @functools.wraps(fn)
@@ -91,7 +117,7 @@ def value_and_grad(fn, argnums=0, has_aux=False):
             _check_value(value)
             tape.stop()
             modes.active.reuse = {}
-            grads = _backward(recorded, value, leaves)
+            grads = _backward(recorded, value, leaves, reduce)
         finally:
             modes.active.reuse = None
             tape.stop()
@@ -131,8 +157,16 @@ def _check_value(value):
                         f"(e.g. a loss); it returned {what}")
 
 
-def _gradient(leaf, grads):
-    """The leaf's gradient laid out like the leaf (zeros where it was not used)."""
+def pending(grad_placements, param_placements) -> tuple:
+    """The layout of a gradient whose reductions wait (``reduce=False``): the parameter's
+    placements, except Partial wherever the gradient is Partial and the parameter is not."""
+    return tuple(g if isinstance(g, Partial) and not isinstance(p, Partial) else p
+                 for g, p in zip(grad_placements, param_placements))
+
+
+def _gradient(leaf, grads, reduce=True):
+    """The leaf's gradient laid out like the leaf (zeros where it was not used), or with its
+    sums pending (``reduce=False``)."""
     g = grads.get(id(leaf))
     if g is None:
         return np.zeros_like(leaf)
@@ -141,4 +175,4 @@ def _gradient(leaf, grads):
     guard.state.op = "the gradient (laid out like its parameter)"
     if modes.active.autoshard is not None:
         modes.active.autoshard.like(g, leaf)
-    return relayout(g, leaf.placements)
+    return relayout(g, leaf.placements if reduce else pending(g.placements, leaf.placements))
