@@ -5,13 +5,17 @@
     mpirun -n 4 python examples/train.py --mesh 4            # one number N means Nx1: 4x1
     mpirun -n 4 python examples/train.py --save-every 100 --save-dir runs/a
     mpirun -n 2 python examples/train.py --mesh 1x2 --resume runs/a/step-00200
+    mpirun -n 4 python examples/train.py --accumulate 4 --clip 1.0 --optimizer adamw \
+        --schedule warmup_cosine
 
 The data: a noisy 4-arm spiral (4096 points, 4 classes; seed 0, generated here, nothing
 downloaded), each point lifted to 64 features by a fixed random Fourier map; the first 3072
 points train, the last 1024 measure accuracy.  The model:
 ``--blocks`` residual Megatron blocks ``h + tanh(h @ A) @ B`` (A column-parallel, B
-row-parallel on "tp": one all-reduce per block) and a linear head, trained with Adam on the
-softmax cross-entropy; the batch is split over "dp".  ``--mesh DPxTP`` sets the mesh, with
+row-parallel on "tp": one all-reduce per block) and a linear head, trained with Adam (or
+``--optimizer``) on the softmax cross-entropy; the batch is split over "dp".  The training
+loop's flags (``--optimizer``, ``--schedule``, ``--clip``, ``--accumulate K``) are
+``training.py``'s, shared with ``train_lm.py``.  ``--mesh DPxTP`` sets the mesh, with
 dp * tp the number of ranks (a single number N means N x 1: data parallelism only); the
 default is 1x1, 1x2, 2x2, 2x4 for 1, 2, 4, 8 ranks.  Gradients come from
 ``mt.value_and_grad``; ``--compile`` runs the step through ``mt.compile`` (bucketed,
@@ -24,18 +28,18 @@ each node, so the per-block all-reduces stay off the slow link (``init_device_me
 default ``layout="node"``; it warns if tp cannot fit), and rank 0 prints the layout:
 ``DeviceMesh(..., 2 nodes, tp inside a node, dp across nodes)``.
 
-Checkpoints: ``--save-every K --save-dir DIR`` saves, after every K-th step, everything a run
-needs to go on exactly to ``DIR/step-{step:05d}`` with ``mt.save(..., keep=2)`` (the two newest
-stay): the parameters, Adam's state (its step count and its moments, saved as DTensors laid
-out like their parameters, since ``adam_init`` keeps them as each rank's local blocks), the
-step, the data position (the next batch's index; the batch order is fixed, so this restores
-it) and the losses so far.  ``--resume DIR/step-NNNNN`` loads such a checkpoint onto the
-current mesh (any mesh: 2x2 saved, 4x1, 1x2 or 1x1 resumed) and trains from the saved step up
-to ``--steps``; ``--batch``, ``--blocks``, ``--hidden`` and ``--lr`` must be the saved run's.
+Checkpoints: ``--save-every K --save-dir DIR`` saves, after every K-th step, everything a
+run needs to go on exactly to ``DIR/step-{step:05d}`` with ``mt.save(..., keep=2)`` (the two
+newest stay): the parameters, the optimizer's state (its step count and its moments:
+DTensors laid out like their parameters), the step, the data position (the next batch's
+index; the batch order is fixed, so this restores it) and the losses so far. ``--resume
+DIR/step-NNNNN`` loads such a checkpoint onto the current mesh (any mesh: 2x2 saved, 4x1,
+1x2 or 1x1 resumed) and trains from the saved step up to ``--steps``; ``--batch``,
+``--blocks``, ``--hidden``, ``--lr`` and the training loop's flags must be the saved run's.
 The losses then follow an uninterrupted run's up to float rounding, and the summary and the
-checksum cover every step, those before the checkpoint too.  ``--print-losses`` prints
-``loss <step> <value>`` (steps from 1, 17 significant digits) on rank 0 for every step this
-process ran, before the summary.
+checksum cover every step, those before the checkpoint too. ``--print-losses`` prints ``loss
+<step> <value>`` (steps from 1, 17 significant digits) on rank 0 for every step this process
+ran, before the summary.
 """
 import argparse
 import re
@@ -44,10 +48,10 @@ import time
 import numpy as np
 from mpi4py import MPI
 from tqdm import tqdm
+from training import add_training_flags, check_training_flags, microbatches, optimizer, train_step
 
 import mtensor as mt
 from mtensor import Replicate, Shard
-from mtensor.pytree import flatten
 
 CLASSES, FEATURES, POINTS, TRAIN = 4, 64, 4096, 3072
 
@@ -116,41 +120,22 @@ def cross_entropy(params, x, y):
     return (log_sum - (z * y).sum(axis=1)).mean()
 
 
-def adam_as_dtensors(params, state):
-    """Adam's state with each moment (a local block, laid out like its parameter) wrapped as a
-    DTensor of its parameter's layout, so a checkpoint holds it as one global array."""
-    leaves, _ = flatten(params)
-
-    def wrap(blocks):
-        return [mt.DTensor.from_local(b, p.device_mesh, p.placements, shape=p.shape)
-                for b, p in zip(blocks, leaves)]
-    return {"step": state["step"], "m": wrap(state["m"]), "v": wrap(state["v"])}
-
-
-def adam_from_dtensors(saved):
-    """The inverse of ``adam_as_dtensors``: local blocks of the loaded moments (owned,
-    writable copies: ``mt.optim.adam`` updates them in place) and the step count."""
-    def blocks(moments):
-        return [np.array(m.to_local(), order="C") for m in moments]
-    return {"step": np.array(saved["step"], dtype=np.int64), "m": blocks(saved["m"]),
-            "v": blocks(saved["v"])}
-
-
 def run_config(args):
     """The flags a resumed run must share with the saved one to continue it exactly."""
     return {"batch": args.batch, "blocks": args.blocks, "hidden": args.hidden,
-            "lr": float(args.lr)}
+            "lr": float(args.lr), "optimizer": args.optimizer, "schedule": args.schedule,
+            "accumulate": args.accumulate, "clip": args.clip}
 
 
 def checkpoint_state(params, state, step, next_batch, losses, args):
-    return {"params": params, "adam": adam_as_dtensors(params, state), "step": step,
+    return {"params": params, "optimizer": state, "step": step,
             "data": {"next_batch": next_batch}, "losses": np.array(losses, dtype=np.float64),
             "config": run_config(args)}
 
 
-def resume(path, mesh, args, world):
-    """(params, Adam state, step, next batch index, losses so far) loaded from ``path`` onto
-    ``mesh`` through templates built on it."""
+def resume(path, mesh, args, world, init):
+    """(params, optimizer state, step, next batch index, losses so far) loaded from ``path``
+    onto ``mesh`` through templates built on it (``init``: the optimizer's state maker)."""
     head = mt.load(path, like={"step": 0, "config": run_config(args)})    # scalars only
     differ = {k: (v, head["config"][k]) for k, v in run_config(args).items()
               if head["config"][k] != v}
@@ -159,10 +144,9 @@ def resume(path, mesh, args, world):
         raise SystemExit(f"train.py: --resume {path}: {text}; pass the saved run's values"
                          if world.rank == 0 else 1)
     params = init_params(mesh, args.blocks, args.hidden)     # the template: layout and shapes
-    template = checkpoint_state(params, mt.optim.adam_init(params), 0, 0,
-                                np.zeros(head["step"]), args)
+    template = checkpoint_state(params, init(params), 0, 0, np.zeros(head["step"]), args)
     saved = mt.load(path, like=template)
-    return (saved["params"], adam_from_dtensors(saved["adam"]), saved["step"],
+    return (saved["params"], saved["optimizer"], saved["step"],
             saved["data"]["next_batch"], [float(x) for x in saved["losses"]])
 
 
@@ -186,7 +170,9 @@ def main():
                              "(CuPy; collectives through MTENSOR_GPU_COMM, default auto)")
     parser.add_argument("--print-losses", action="store_true",
                         help="print 'loss <step> <value>' for every step run (rank 0)")
+    add_training_flags(parser)
     args = parser.parse_args()
+    check_training_flags(parser, args)
     if args.save_every is not None and args.save_every < 1:
         parser.error(f"--save-every {args.save_every}: pass a number of steps >= 1")
     world = MPI.COMM_WORLD
@@ -200,26 +186,24 @@ def main():
     batch_split = [Shard(0), Replicate()]
 
     features, onehot, labels = spiral()
-    batches = [(mt.distribute_tensor(features[i:i + args.batch], mesh, batch_split),
-                mt.distribute_tensor(onehot[i:i + args.batch], mesh, batch_split))
+    def pieces(values):      # a step's batch as --accumulate microbatches, split over dp
+        return [mt.distribute_tensor(v, mesh, batch_split)
+                for v in microbatches(values, args.accumulate)]
+    batches = [(pieces(features[i:i + args.batch]), pieces(onehot[i:i + args.batch]))
                for i in range(0, TRAIN - args.batch + 1, args.batch)]
+    init, update = optimizer(args)
     if args.resume:
         try:
-            params, state, first, next_batch, losses = resume(args.resume, mesh, args, world)
+            params, state, first, next_batch, losses = resume(args.resume, mesh, args, world,
+                                                              init)
         except mt.checkpoint.CheckpointError as err:    # raised on every rank; said once
             raise SystemExit(f"train.py: --resume: {err}" if world.rank == 0 else 1)
     else:
         params = init_params(mesh, args.blocks, args.hidden)
-        state = mt.optim.adam_init(params)
+        state = init(params)
         first, next_batch, losses = 0, 0, []
-    loss_and_grads = mt.value_and_grad(cross_entropy)
-
-    def train_step(params, state, x, y):
-        loss, grads = loss_and_grads(params, x, y)
-        mt.optim.adam(params, grads, state, lr=args.lr)
-        return loss
-
-    step = mt.compile(train_step) if args.compile else train_step
+    step = train_step(cross_entropy, args, update)
+    step = mt.compile(step) if args.compile else step
     bar = tqdm(range(first, args.steps), disable=world.rank != 0, unit="step", mininterval=0.5)
     if args.resume and world.rank == 0:
         bar.write(f"resumed {args.resume} at step {first}")

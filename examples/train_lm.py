@@ -2,6 +2,8 @@
 
     mpirun -n 8 python examples/train_lm.py                  # mesh 2x4 (dp x tp)
     mpirun -n 4 python examples/train_lm.py --mesh 2x2 --compile --explain
+    mpirun -n 4 python examples/train_lm.py --accumulate 4 --optimizer adamw --clip 1.0 \
+        --schedule warmup_cosine
     python examples/train_lm.py --steps 50 --layers 1         # one process
 
 The corpus exists offline on every machine: eight modules of the running Python's standard
@@ -14,7 +16,8 @@ the same on every mesh.
 
 The model (``lm_model.py``): token and position embeddings, ``--layers`` pre-LayerNorm
 blocks of causal multi-head attention and a GELU MLP, a final LayerNorm and the LM head,
-trained with Adam on the mean cross-entropy.  Only the parameters carry layouts, Megatron's
+trained with Adam (or ``--optimizer``; the training loop's flags ``--schedule``, ``--clip``,
+``--accumulate K`` are ``training.py``'s) on the mean cross-entropy.  Only the parameters carry layouts, Megatron's
 on "tp" (attention split by heads, MLP column/row, embedding and head split over the
 vocabulary), and the batch is split over "dp"; mtensor places every collective.  ``--explain``
 prints one step's bill per block: one all-reduce on tp in each attention and each MLP,
@@ -37,6 +40,7 @@ import numpy as np
 from mpi4py import MPI
 from tqdm import tqdm
 from train import add_mesh_flag, default_mesh, mesh_shape
+from training import add_training_flags, check_training_flags, microbatches, optimizer, train_step
 
 import mtensor as mt
 from mtensor import Replicate, Shard
@@ -113,10 +117,19 @@ def parse_args():
                         help="bytes of text to generate at the end (0: none)")
     parser.add_argument("--print-losses", action="store_true",
                         help="print 'loss <step> <value>' for every step (rank 0)")
+    add_training_flags(parser)
     args = parser.parse_args()
     if args.steps < 1:
         parser.error(f"--steps {args.steps}: train at least one step")
+    check_training_flags(parser, args)
     return args
+
+
+def step_batch(data, step, args, mesh):
+    """Step ``step``'s batch as ``--accumulate`` microbatches: (inputs, targets) lists."""
+    pairs = [one_hot(ids, mesh) for ids in
+             microbatches(batch_ids(data, step, args.batch, args.seq), args.accumulate)]
+    return [x for x, _ in pairs], [y for _, y in pairs]
 
 
 def main():
@@ -134,27 +147,22 @@ def main():
     mesh = mt.init_device_mesh(shape, mesh_dim_names=("dp", "tp"))
     train, held_out = read_corpus()
     params = lm.init_params(mesh, args.layers, args.d_model, args.heads, args.seq)
-    state = mt.optim.adam_init(params)
+    init, update = optimizer(args)
+    state = init(params)
     loss_and_grads = mt.value_and_grad(lm.loss)
-
-    def train_step(params, state, x, y):
-        loss, grads = loss_and_grads(params, x, y)
-        mt.optim.adam(params, grads, state, lr=args.lr)
-        return loss
-
     if args.explain:
         with mt.CommDebugMode() as comm:
             loss_and_grads(params, *one_hot(batch_ids(train, 0, args.batch, args.seq), mesh))
         if world.rank == 0:
             print(f"one step's collectives on mesh {shape} (dp x tp), rank 0:")
             print(comm.bill(mesh.mesh_dim_names))
-    step = mt.compile(train_step) if args.compile else train_step
+    step = train_step(lm.loss, args, update)
+    step = mt.compile(step) if args.compile else step
     losses = []
     bar = tqdm(range(args.steps), disable=world.rank != 0, unit="step", mininterval=0.5)
     start = time.perf_counter()
     for i in bar:
-        x, y = one_hot(batch_ids(train, i, args.batch, args.seq), mesh)
-        losses.append(float(step(params, state, x, y)))
+        losses.append(float(step(params, state, *step_batch(train, i, args, mesh))))
         rate = (i + 1) * args.batch * args.seq / (time.perf_counter() - start)
         bar.set_postfix(loss=f"{losses[-1]:.4f}", refresh=False, tokens_s=f"{rate:.0f}")
     bits = held_out_bits(params, held_out, mesh, args.seq, args.batch)

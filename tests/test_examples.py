@@ -74,6 +74,7 @@ def _train(n, *args, env=None):
 def numpy_train_losses(steps=6, batch=256, blocks=2, hidden=32, lr=1e-2):
     """train.py's model, data and Adam in one process of plain numpy, gradients by hand: the
     reference loss curve."""
+    sys.path.insert(0, str(ROOT / "examples"))          # train.py imports training.py
     spec = importlib.util.spec_from_file_location("train_example", ROOT / "examples/train.py")
     train = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(train)
@@ -135,6 +136,22 @@ def test_train_follows_one_loss_curve_on_every_mesh():
         assert checksum == reference, (n, args, reference, out[-2000:])
         if "--compile" in args:
             assert "collectives in" in out and "bucket" in out
+
+
+def test_train_accumulating_microbatches_follows_the_full_batch_curve():
+    """--accumulate 4 (four microbatches of 64, the dp sums pending until the update) gives
+    the losses of the 256 batch, eager and compiled; the training loop's other flags run and
+    learn."""
+    _, whole = _train(2, "--print-losses")
+    want = [float(ln.split()[2]) for ln in whole.splitlines() if ln.startswith("loss ")]
+    for extra in [(), ("--compile",)]:
+        _, out = _train(4, "--print-losses", "--accumulate", "4", "--mesh", "2x2", *extra)
+        got = [float(ln.split()[2]) for ln in out.splitlines() if ln.startswith("loss ")]
+        assert np.allclose(got, want, rtol=1e-11, atol=0), (extra, got, want)
+    _, out = _train(2, "--print-losses", "--optimizer", "adamw", "--schedule", "warmup_cosine",
+                    "--clip", "0.5", "--compile")
+    got = [float(ln.split()[2]) for ln in out.splitlines() if ln.startswith("loss ")]
+    assert got[-1] < got[0] and not np.allclose(got, want), got
 
 
 @pytest.mark.parametrize("gpus,backend", [("4", "nccl"), ("1", "staged")])
