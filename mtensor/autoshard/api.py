@@ -17,11 +17,11 @@ local blocks: laid out like their parameters once ``adam_init`` runs on the plan
 from __future__ import annotations
 
 import inspect
-import re
 
 import numpy as np
 import optree
 
+from ..cost import sizes
 from ..dtensor import DTensor, distribute_tensor, guarded
 from ..placement import Replicate
 from ..pytree import NAMESPACE
@@ -32,19 +32,10 @@ from .record import record
 from .search import diagnose_pins, search
 from .solve import EXACT_LIMIT
 
-_UNITS = {"": 1, "b": 1, "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "tib": 1 << 40,
-          "kb": 10 ** 3, "mb": 10 ** 6, "gb": 10 ** 9, "tb": 10 ** 12}
-
 
 def parse_bytes(budget):
     """``"4GiB"``, ``"512 MB"`` or a number of bytes; None stays None."""
-    if budget is None or isinstance(budget, (int, float)) and not isinstance(budget, bool):
-        return None if budget is None else float(budget)
-    match = re.fullmatch(r"\s*([0-9.]+)\s*([A-Za-z]*)\s*", str(budget))
-    if match is None or match[2].lower() not in _UNITS:
-        raise ValueError(f"auto_shard: memory_budget {budget!r} is not a size; write e.g. "
-                         f"\"4GiB\", \"512MB\" or a number of bytes")
-    return float(match[1]) * _UNITS[match[2].lower()]
+    return sizes.parse_bytes(budget, "auto_shard: memory_budget")
 
 
 def _arg_names(step, n: int):

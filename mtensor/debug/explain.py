@@ -75,6 +75,7 @@ class Explanation:
         self.ops += [(f"  <- {n.name}", f"mesh dim {n.fn.mesh_dim} (for the result)", n.fn.nbytes)
                      for n in needed_by.get(None, ())]
         self.chosen_by = traced.chosen_by
+        self.prefetch = traced.prefetch
         self.timed = ("this rank's latest replays" if traced.replay.history
                       else "the trace (no replay yet)")
         self.timeline = _timeline(traced, model)
@@ -115,6 +116,8 @@ class Explanation:
                   for op, what, b in self.ops]
         lines.append("totals: " + (", ".join(f"{k} x{n} ({_size(b)})" for k, (n, b) in
                                              self.totals.items()) or "no collectives"))
+        if self.prefetch is not None and self.prefetch.gathers:
+            lines.append(f"parameters: {self.prefetch}")
         lines += ["", f"buckets ({self.chosen_by}); predicted times from the step's start, "
                       f"compute timed in {self.timed}:",
                   f"{'bucket':>6}  {'collective':<14} {'mesh dim':>8} {'backend':<10} "

@@ -1,8 +1,9 @@
 """Scheduling pass: when each bucket's collective starts and where the replay waits for it.
 
 - Start as early as the inputs allow (right after the node that makes the last one), but
-  never before the previous bucket started (every rank starts collectives in one order) nor
-  before an in-place effect that precedes it (the effect may write its input).
+  never before the previous bucket started (every rank starts collectives in one order),
+  before an in-place effect that precedes it (the effect may write its input), nor before
+  its limit (a parameter gather's prefetch depth, ``prefetch``).
 - Wait at the first node that reads a result; an in-place effect (an optimizer step) waits
   for everything in flight first, since it may write a buffer a collective still reads.
 - Cap the bytes in flight: the oldest collective is waited for before a new one would pass it.
@@ -15,12 +16,15 @@ bucket index).  Everything here is decided from the graph alone, the same on eve
 """
 from __future__ import annotations
 
-from typing import List, Sequence, Tuple
+from typing import List, Optional, Sequence, Tuple
 
 
 def plan_schedule(nodes: Sequence, buckets: Sequence[Tuple[int, ...]],
-                  overlap: Sequence[bool], inflight_cap_bytes: int) -> List[Tuple[str, int]]:
-    """``overlap``: per bucket, whether it may run nonblocking (else one blocking call)."""
+                  overlap: Sequence[bool], inflight_cap_bytes: int,
+                  limits: Optional[Sequence[int]] = None) -> List[Tuple[str, int]]:
+    """``overlap``: per bucket, whether it may run nonblocking (else one blocking call).
+    ``limits``: per bucket, a node it may not start before finishing (``prefetch``'s depth
+    for parameter gathers; -1: none)."""
     producer = {s: i for i, node in enumerate(nodes) for s in node.outs}
     ins = [sorted({s for m in b for s in nodes[m].ins}) for b in buckets]
     outs = [{s for m in b for s in nodes[m].outs} for b in buckets]
@@ -30,7 +34,7 @@ def plan_schedule(nodes: Sequence, buckets: Sequence[Tuple[int, ...]],
     earliest = -1
     for k, b in enumerate(buckets):
         ready = max((producer.get(s, -1) for s in ins[k]), default=-1)
-        earliest = max(earliest, ready, updated_before[b[-1]])
+        earliest = max(earliest, ready, updated_before[b[-1]], limits[k] if limits else -1)
         starts_after.setdefault(earliest, []).append(k)
 
     program: List[Tuple[str, int]] = []

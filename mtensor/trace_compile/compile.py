@@ -30,13 +30,15 @@ from ..overlap.replay import Replay
 from ..overlap.schedule import plan_schedule
 from ..pytree import flatten, structure
 from .graph import Graph
+from .prefetch import PrefetchOptions
 from .tracer import Tracer
 
 _MB = 1 << 20
 
 
 def compile(fn=None, *, bucket_cap_mb="auto", first_bucket_mb: float = 1,
-            overlap="auto", inflight_cap_mb: float = 100):
+            overlap="auto", inflight_cap_mb: float = 100, prefetch="auto",
+            reshard_after_forward="auto", memory_budget=None):
     """``fn`` traced once per input signature and replayed with bucketed, overlapped
     collectives; usable as ``mt.compile(fn, ...)`` or as a decorator ``@mt.compile(...)``.
 
@@ -49,9 +51,19 @@ def compile(fn=None, *, bucket_cap_mb="auto", first_bucket_mb: float = 1,
     ``bucket_cap_mb="auto"`` splits the collectives into buckets where the cost model says
     the step finishes earliest, from the compute times of the trace, agreed across ranks
     (``overlap.auto_buckets``); a number caps every bucket at that many MB (the first at
-    ``first_bucket_mb``), as DDP does."""
+    ``first_bucket_mb``), as DDP does.
+
+    Parameters split over the batch dims (ZeRO-3, FSDP: ``auto_shard(memory_budget=)``'s
+    plan) are gathered where an op needs them whole (``overlap.prefetch``).  ``prefetch``:
+    how many blocks' gathers run ahead of the compute, in forward and backward ("auto": the
+    depth the cost model's timeline finds fastest; 0: none; None: every gather at its
+    earliest).  ``reshard_after_forward``: drop each gathered copy after the forward and
+    gather again in the backward (True), keep it (False), or "auto": reshard when the
+    arguments plus the copies kept for the backward exceed ``memory_budget`` (bytes or
+    "4GiB"; None: keep)."""
     options = dict(bucket_cap_mb=bucket_cap_mb, first_bucket_mb=first_bucket_mb,
-                   overlap=overlap, inflight_cap_mb=inflight_cap_mb)
+                   overlap=overlap, inflight_cap_mb=inflight_cap_mb, prefetch=prefetch,
+                   reshard_after_forward=reshard_after_forward, memory_budget=memory_budget)
     if fn is None:
         return lambda f: Compiled(f, **options)
     return Compiled(fn, **options)
@@ -74,10 +86,12 @@ def _leaf_key(leaf):
 class _Traced:
     """One signature's graph and its replay."""
 
-    def __init__(self, graph: Graph, buckets, program, replay: Replay, seconds, chosen_by):
+    def __init__(self, graph: Graph, buckets, program, replay: Replay, seconds, chosen_by,
+                 prefetch=None):
         self.graph, self.buckets, self.program, self.replay = graph, buckets, program, replay
         self.seconds = seconds          # per node: the slowest rank's when auto agreed them
         self.chosen_by = chosen_by      # how the buckets were chosen, for explain
+        self.prefetch = prefetch        # Prefetch: the parameter gathers' depth and resharding
 
 
 class Compiled:
@@ -88,8 +102,10 @@ class Compiled:
     every later call with that signature runs the ``Replay`` of that program on the new
     inputs (no dispatch, no planning).  Eager and replayed results are bit for bit alike."""
 
-    def __init__(self, fn, bucket_cap_mb, first_bucket_mb, overlap, inflight_cap_mb):
+    def __init__(self, fn, bucket_cap_mb, first_bucket_mb, overlap, inflight_cap_mb,
+                 prefetch="auto", reshard_after_forward="auto", memory_budget=None):
         functools.update_wrapper(self, fn)
+        self.gathers = PrefetchOptions(prefetch, reshard_after_forward, memory_budget)
         self.fn, self.overlap = fn, overlap
         if overlap not in (True, False, "auto"):
             raise TypeError(f"mt.compile: overlap must be True, False or \"auto\", not "
@@ -169,7 +185,9 @@ class Compiled:
         graph = Graph(self.fn.__name__, tracer.nodes, len(tracer.values), tracer.consts,
                       inputs, outputs, rebuild, meshes[0] if meshes else None,
                       _nbytes(leaves), _nbytes(out_leaves))
+        graph, resharded = self.gathers.resharded(graph)
         seconds = agreed_seconds(graph) if self.auto else None
+        agreed = seconds is not None
         if seconds is not None:
             buckets = choose_buckets(graph.nodes, seconds, graph.cost_model())
             chosen_by = "auto: where the cost model finishes them earliest"
@@ -179,10 +197,13 @@ class Compiled:
                          + (" (auto: no one mesh to agree the times on, or the ranks' graphs "
                             "differ, so the default cap)" if self.auto else ""))
             seconds = [n.seconds for n in graph.nodes]
-        program = plan_schedule(graph.nodes, buckets, self._overlaps(graph.nodes, buckets),
-                                self.inflight_cap)
+        overlaps = self._overlaps(graph.nodes, buckets)
+        chosen = self.gathers.plan(graph, buckets, overlaps, self.inflight_cap,
+                                   seconds if agreed else None, resharded)
+        program = plan_schedule(graph.nodes, buckets, overlaps, self.inflight_cap,
+                                chosen.limits)
         return result, _Traced(graph, buckets, program, Replay(graph, buckets, program),
-                               seconds, chosen_by)
+                               seconds, chosen_by, chosen)
 
     def _overlaps(self, nodes, buckets):
         """Per bucket: whether it may start early and be waited for late."""

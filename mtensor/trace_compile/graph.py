@@ -25,7 +25,7 @@ class Node:
     outs: Tuple[int, ...]
     seconds: float         # how long it took while tracing (explain's prediction)
     detail: str = ""       # an op's strategy: the placements it ran on and produced
-    where: Tuple[str, str] = ("", "forward")   # a collective's debug.region and phase
+    where: Tuple[str, str] = ("", "forward")   # the debug.region and phase it ran in
 
 
 @dataclass

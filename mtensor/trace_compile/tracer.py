@@ -69,7 +69,7 @@ class Tracer:
             produced = tuple(np.asarray(r) for r in produced)
             result = produced[0] if nout == 1 else produced
         self.nodes.append(Node(kind, name, fn, ins, tuple(self._new(r) for r in produced),
-                               seconds, detail))
+                               seconds, detail, (modes.active.region, modes.active.phase)))
         return result
 
     def collective(self, collective, local, out, seconds: float) -> None:

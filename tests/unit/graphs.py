@@ -11,9 +11,11 @@ KIB = 1024
 
 
 def coll(kind="all_reduce", nbytes=4 * KIB, mesh_dim=0, dtype=np.float64, op="sum"):
-    """What a collective node's ``fn`` tells the passes: its kind, link, dtype, op and bytes."""
+    """What a collective node's ``fn`` tells the passes: its kind, link, dtype, op, bytes
+    and (for the cost model) its ranks and result shape."""
     return SimpleNamespace(kind=kind, mesh=MESH, mesh_dim=mesh_dim, dtype=np.dtype(dtype),
-                           op=op, bucket_bytes=nbytes)
+                           op=op, bucket_bytes=nbytes, nbytes=nbytes, n=2,
+                           out_shape=(2 * nbytes // np.dtype(dtype).itemsize,))
 
 
 class G:
@@ -27,18 +29,20 @@ class G:
         self.next += 1
         return self.next - 1
 
-    def compute(self, *ins):
+    def compute(self, *ins, phase="forward", seconds=0.0):
         out = self._out()
-        self.nodes.append(Node("compute", "f", None, ins, (out,), 0.0))
+        self.nodes.append(Node("compute", "f", None, ins, (out,), seconds,
+                               where=("", phase)))
         return out
 
     def effect(self, *ins):
         self.nodes.append(Node("effect", "update", None, ins, (), 0.0))
 
-    def collective(self, src, nbytes=None, **kw):
+    def collective(self, src, nbytes=None, phase="forward", **kw):
         out = self._out()
         fn = coll(nbytes=self.nbytes if nbytes is None else nbytes, **kw)
-        self.nodes.append(Node("collective", fn.kind, fn, (src,), (out,), 0.0))
+        self.nodes.append(Node("collective", fn.kind, fn, (src,), (out,), 0.0,
+                               where=("", phase)))
         return out
 
 
