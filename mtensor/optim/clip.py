@@ -16,15 +16,21 @@ import math
 import numpy as np
 
 from ..autodiff.local_map import local_map
+from ..device import arrays as device
 from ..dtensor import DTensor, relayout
 from ..placement import Partial, Replicate, Shard, reduced
 from ..pytree import flatten
 
 
 def _squares(counted, *blocks):
-    """The sum of squares of the blocks this rank counts, as a 0-d float64 block."""
-    return np.asarray(sum(float(np.vdot(b, b).real) for b, c in zip(blocks, counted) if c),
-                      np.float64)
+    """The sum of squares of the blocks this rank counts, as a 0-d float64 block on their
+    device."""
+    xp = device.xp(blocks[0])
+    total = xp.zeros((), np.float64)
+    for b, c in zip(blocks, counted):
+        if c:
+            total += xp.vdot(b, b).real.astype(np.float64)
+    return total
 
 
 def _reduced(grads):
