@@ -33,3 +33,10 @@ def test_two_node_bed_runs_or_says_why_not(tmp_path):
                    tmp_path / "TWO_NODES.md", 600)
     assert "| tp inside |" in text and "| tp across |" in text
     assert "### all-gather, MPICH ring / ring / pairwise" in text and "mpi-hier" in text
+
+
+def test_zero3_bed_runs_or_says_why_not(tmp_path):
+    text = run_bed("run_zero3.py", ["--layers", "2", "--d", "32", "--batch", "1024", "--reps",
+                                     "2", "--timeout", "240"], tmp_path / "ZERO3.md", 400)
+    assert "| prefetch | 2 parameter gathers, prefetch" in text, text
+    assert "| no prefetch, reshard | 3 parameter gathers, prefetch none" in text, text
