@@ -7,6 +7,7 @@ from . import array_api, numpy, optim, random, testing
 from .autodiff.api import grad, stop_gradient, value_and_grad
 from .autodiff.custom_vjp import custom_vjp
 from .autodiff.local_map import local_map
+from .autodiff.remat import remat
 from .autoshard import auto_shard, shard_hint
 from .checkpoint import load, save
 
@@ -78,7 +79,7 @@ __all__ = [
     "einsum", "empty", "empty_like", "expand_dims", "explain", "full", "full_like",
     "get_cost_model", "grad", "init_device_mesh", "load", "local_map", "matmul", "max",
     "mean", "min", "moveaxis", "numpy", "ones", "ones_like", "optim", "prod", "random",
-    "ravel", "register_sharding", "reshape", "save", "set_abort_on_error", "set_checks",
+    "ravel", "register_sharding", "remat", "reshape", "save", "set_abort_on_error", "set_checks",
     "set_cost_model", "set_timeout", "shard_hint", "squeeze", "stack", "std",
     "stop_gradient", "sum", "swapaxes", "tensordot", "testing", "transpose",
     "value_and_grad", "var", "visualize_sharding", "where", "zeros", "zeros_like",

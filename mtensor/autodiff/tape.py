@@ -9,12 +9,15 @@ gradient is never silently missing a term.
 """
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Dict, List, Set, Tuple
 
 from .. import modes, views
+from ..device.arrays import is_block
 from ..dtensor import DTensor
 from ..placement import Replicate, reduced
+from ..pytree import flatten
 from ..spec import DTensorSpec, check_placements
 from . import vjps, vjps_numpy
 
@@ -23,6 +26,9 @@ from . import vjps, vjps_numpy
 VJPS: Dict[str, tuple] = {**vjps.VJPS, **vjps_numpy.VJPS}
 ZERO_DERIVATIVE = {"floor", "ceil", "rint", "trunc", "sign", "floor_divide", "argmax",
                    "argmin", "heaviside", "spacing", "stop_gradient"}
+# ops whose rule takes the tuple of all their outputs' cotangents at once (None where none
+# came), as they are: ``mt.remat``'s, which walks its whole block back in one call
+JOINT = {"remat"}
 
 
 @dataclass
@@ -42,6 +48,7 @@ class Tape:
     def __init__(self, leaves):
         self.entries: List[Entry] = []
         self.tracked: Set[int] = {id(leaf) for leaf in leaves}
+        self.leaf_blocks = {id(_root(leaf._local)) for leaf in leaves}
 
     def push(self, name: str, operands, params, out, values=None) -> None:
         """Keep ``name`` applied to ``operands`` if it depends on a parameter."""
@@ -60,6 +67,21 @@ class Tape:
         operands = tuple(operands)
         self.entries.append(Entry(name, operands, operands if values is None
                                   else tuple(values), params, outputs, modes.active.region))
+
+    def held_bytes(self) -> int:
+        """Bytes of the distinct arrays the entries keep for the backward pass (the
+        operands as used, the outputs, residuals among the params), each counted once by
+        the buffer it views; the differentiated parameters' own blocks are not counted
+        (their owner keeps them whatever the tape does).  ``mt.debug.tape_bytes`` reads it."""
+        seen, total = set(self.leaf_blocks), 0
+        for entry in self.entries:
+            for x in (*entry.values, *entry.outputs, *flatten(entry.params)[0]):
+                block = x._local if type(x) is DTensor else x if is_block(x) else None
+                root = None if block is None else _root(block)
+                if root is not None and id(root) not in seen:
+                    seen.add(id(root))
+                    total += root.nbytes
+        return total
 
     def local_of(self, x, grad_placements):
         """``x.to_local()`` of a followed ``x``: its block as a DTensor of the rank's
@@ -86,3 +108,24 @@ def start(leaves) -> Tape:
 
 def stop() -> None:
     modes.active.tape = None
+
+
+@contextmanager
+def nested(leaves):
+    """A tape of its own, following ``leaves``, for a recording made while another tape's
+    backward pass runs (``mt.remat`` recomputes its block so): a forward's slots (no reuse
+    memo) inside, and the outer pass's slots (tape, reuse memo, region, phase) back after."""
+    active = modes.active
+    saved = active.tape, active.reuse, active.region, active.phase
+    active.tape, active.reuse = Tape(leaves), None
+    try:
+        yield active.tape
+    finally:
+        active.tape, active.reuse, active.region, active.phase = saved
+
+
+def _root(block):
+    """The array whose memory ``block`` views (itself when it owns it)."""
+    while is_block(getattr(block, "base", None)):
+        block = block.base
+    return block
