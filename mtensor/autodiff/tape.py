@@ -48,7 +48,7 @@ class Tape:
     def __init__(self, leaves):
         self.entries: List[Entry] = []
         self.tracked: Set[int] = {id(leaf) for leaf in leaves}
-        self.leaf_blocks = {id(_root(leaf._local)) for leaf in leaves}
+        self.leaves = tuple(leaves)      # held_bytes leaves their blocks out
 
     def push(self, name: str, operands, params, out, values=None) -> None:
         """Keep ``name`` applied to ``operands`` if it depends on a parameter."""
@@ -73,7 +73,7 @@ class Tape:
         operands as used, the outputs, residuals among the params), each counted once by
         the buffer it views; the differentiated parameters' own blocks are not counted
         (their owner keeps them whatever the tape does).  ``mt.debug.tape_bytes`` reads it."""
-        seen, total = set(self.leaf_blocks), 0
+        seen, total = {id(_root(leaf._local)) for leaf in self.leaves}, 0
         for entry in self.entries:
             for x in (*entry.values, *entry.outputs, *flatten(entry.params)[0]):
                 block = x._local if type(x) is DTensor else x if is_block(x) else None
