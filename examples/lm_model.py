@@ -117,33 +117,42 @@ def mlp(x, w1, b1, w2, b2):
     return gelu(x @ w1 + b1) @ w2 + b2
 
 
-def hidden(params, x):
-    """The last hidden state (batch, seq, d_model) of the one-hot bytes ``x``."""
+BLOCK = ("ln1_g", "ln1_b", "wq", "wk", "wv", "wo", "ln2_g", "ln2_b", "w1", "b1", "w2", "b2")
+
+
+def block(h, p, i):
+    """Transformer block ``i`` on the hidden state ``h``; ``p``: its parameters by
+    ``BLOCK`` name."""
+    with region(f"block{i}/attention"):
+        a = layer_norm(h, p["ln1_g"], p["ln1_b"])
+        h = h + attention(a, p["wq"], p["wk"], p["wv"], p["wo"])
+    with region(f"block{i}/mlp"):
+        a = layer_norm(h, p["ln2_g"], p["ln2_b"])
+        return h + mlp(a, p["w1"], p["b1"], p["w2"], p["b2"])
+
+
+def hidden(params, x, remat=False):
+    """The last hidden state (batch, seq, d_model) of the one-hot bytes ``x``.  ``remat``:
+    each block through ``mt.remat`` (its activations recomputed in the backward)."""
     with region("embedding"):
         h = x @ params["wte"] + params["wpe"][: x.shape[1]]
+    run = mt.remat(block) if remat else block
     for i in range(layers_of(params)):
-        with region(f"block{i}/attention"):
-            a = layer_norm(h, params[f"ln1_g{i}"], params[f"ln1_b{i}"])
-            h = h + attention(a, params[f"wq{i}"], params[f"wk{i}"], params[f"wv{i}"],
-                              params[f"wo{i}"])
-        with region(f"block{i}/mlp"):
-            a = layer_norm(h, params[f"ln2_g{i}"], params[f"ln2_b{i}"])
-            h = h + mlp(a, params[f"w1{i}"], params[f"b1{i}"], params[f"w2{i}"],
-                        params[f"b2{i}"])
+        h = run(h, {k: params[f"{k}{i}"] for k in BLOCK}, i)
     with region("head"):
         return layer_norm(h, params["lnf_g"], params["lnf_b"])
 
 
-def logits(params, x):
+def logits(params, x, remat=False):
     """(batch, seq, 256) next-byte logits, split over the vocabulary on a mesh."""
-    h = hidden(params, x)
+    h = hidden(params, x, remat)
     with region("head"):
         return h @ params["head"]
 
 
-def loss(params, x, y):
+def loss(params, x, y, remat=False):
     """Mean cross-entropy (nats per byte) of the one-hot next bytes ``y`` given ``x``."""
-    z = logits(params, x)
+    z = logits(params, x, remat)
     with region("loss"):
         top = mt.stop_gradient(z.max(axis=-1, keepdims=True))
         log_sum = np.log(np.exp(z - top).sum(axis=-1, keepdims=True)) + top

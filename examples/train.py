@@ -42,6 +42,7 @@ checksum cover every step, those before the checkpoint too. ``--print-losses`` p
 ran, before the summary.
 """
 import argparse
+import functools
 import re
 import time
 
@@ -106,15 +107,21 @@ def init_params(mesh, blocks, hidden, seed=1):
     return params
 
 
-def logits(params, x):
-    h = x
+def block(h, a, b):
+    return h + np.tanh(h @ a) @ b
+
+
+def logits(params, x, remat=False):
+    """``remat``: each block through ``mt.remat`` (its activations recomputed in the
+    backward instead of kept)."""
+    h, run = x, mt.remat(block) if remat else block
     for i in range(sum(k.startswith("a") for k in params)):
-        h = h + np.tanh(h @ params[f"a{i}"]) @ params[f"b{i}"]
+        h = run(h, params[f"a{i}"], params[f"b{i}"])
     return h @ params["head"]
 
 
-def cross_entropy(params, x, y):
-    z = logits(params, x)
+def cross_entropy(params, x, y, remat=False):
+    z = logits(params, x, remat)
     top = z.max(axis=1)
     log_sum = np.log(np.exp(z - top[:, None]).sum(axis=1)) + top
     return (log_sum - (z * y).sum(axis=1)).mean()
@@ -170,6 +177,8 @@ def main():
                              "(CuPy; collectives through MTENSOR_GPU_COMM, default auto)")
     parser.add_argument("--print-losses", action="store_true",
                         help="print 'loss <step> <value>' for every step run (rank 0)")
+    parser.add_argument("--remat", action="store_true",
+                        help="recompute each block's activations in the backward (mt.remat)")
     add_training_flags(parser)
     args = parser.parse_args()
     check_training_flags(parser, args)
@@ -202,7 +211,7 @@ def main():
         params = init_params(mesh, args.blocks, args.hidden)
         state = init(params)
         first, next_batch, losses = 0, 0, []
-    step = train_step(cross_entropy, args, update)
+    step = train_step(functools.partial(cross_entropy, remat=args.remat), args, update)
     step = mt.compile(step) if args.compile else step
     bar = tqdm(range(first, args.steps), disable=world.rank != 0, unit="step", mininterval=0.5)
     if args.resume and world.rank == 0:

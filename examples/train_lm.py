@@ -30,6 +30,7 @@ every step's loss, 12 significant digits, the same on every mesh) and a short sa
 generated text.  ``--print-losses`` prints ``loss <step> <value>`` for every step.
 """
 import argparse
+import functools
 import math
 import os
 import sysconfig
@@ -117,6 +118,8 @@ def parse_args():
                         help="bytes of text to generate at the end (0: none)")
     parser.add_argument("--print-losses", action="store_true",
                         help="print 'loss <step> <value>' for every step (rank 0)")
+    parser.add_argument("--remat", action="store_true",
+                        help="recompute each block's activations in the backward (mt.remat)")
     add_training_flags(parser)
     args = parser.parse_args()
     if args.steps < 1:
@@ -156,7 +159,7 @@ def main():
         if world.rank == 0:
             print(f"one step's collectives on mesh {shape} (dp x tp), rank 0:")
             print(comm.bill(mesh.mesh_dim_names))
-    step = train_step(lm.loss, args, update)
+    step = train_step(functools.partial(lm.loss, remat=args.remat), args, update)
     step = mt.compile(step) if args.compile else step
     losses = []
     bar = tqdm(range(args.steps), disable=world.rank != 0, unit="step", mininterval=0.5)

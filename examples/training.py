@@ -6,6 +6,8 @@ the learning-rate schedule, gradient clipping and gradient accumulation, as flag
     --clip NORM                       clip the gradients to a global norm of NORM
     --accumulate K                    split each step's batch into K microbatches
 
+(``--remat``, each block through ``mt.remat``, is the examples' own: it changes the model.)
+
 ``--accumulate K`` runs K forward/backward passes of batch/K examples each per step (the
 activations of a batch/K), with ``value_and_grad(reduce=False)``: the gradients' data-
 parallel sums stay pending (``Partial``) and add up with no communication, and the optimizer

@@ -140,11 +140,11 @@ def test_train_follows_one_loss_curve_on_every_mesh():
 
 def test_train_accumulating_microbatches_follows_the_full_batch_curve():
     """--accumulate 4 (four microbatches of 64, the dp sums pending until the update) gives
-    the losses of the 256 batch, eager and compiled; the training loop's other flags run and
-    learn."""
+    the losses of the 256 batch, eager, compiled and with each block rematerialised; the
+    training loop's other flags run and learn."""
     _, whole = _train(2, "--print-losses")
     want = [float(ln.split()[2]) for ln in whole.splitlines() if ln.startswith("loss ")]
-    for extra in [(), ("--compile",)]:
+    for extra in [(), ("--compile",), ("--remat",)]:
         _, out = _train(4, "--print-losses", "--accumulate", "4", "--mesh", "2x2", *extra)
         got = [float(ln.split()[2]) for ln in out.splitlines() if ln.startswith("loss ")]
         assert np.allclose(got, want, rtol=1e-11, atol=0), (extra, got, want)

@@ -46,11 +46,12 @@ def test_one_loss_curve_on_every_mesh_eager_and_compiled():
 
 
 def test_accumulated_microbatches_follow_the_full_batch_curve():
-    """--accumulate 2 on 2x2, eager and compiled: the one-process full-batch losses to
-    1e-10, with AdamW, a warmup-cosine schedule and clipping on both sides."""
+    """--accumulate 2 on 2x2, eager, compiled and with each block rematerialised: the
+    one-process full-batch losses to 1e-10, with AdamW, a warmup-cosine schedule and
+    clipping on both sides."""
     flags = ["--optimizer", "adamw", "--schedule", "warmup_cosine", "--clip", "1.0"]
     reference = _losses(_run(1, *SMALL, *flags))
-    for extra in [(), ("--compile",)]:
+    for extra in [(), ("--compile",), ("--remat", "--compile")]:
         got = _losses(_run(4, *SMALL, *flags, "--accumulate", "2", *extra))
         assert np.allclose(got, reference, rtol=0, atol=1e-10), (extra, got, reference)
 
