@@ -11,7 +11,7 @@ batch split too; each matmul gathers its weight (the cost model's choice for a b
 size), the gradients are reduce-scattered back to the weights' layout, ``mt.optim.sgd``
 updates.  Sides, interleaved in one launch, each compiled with ``overlap=True``:
 ``prefetch=0`` (each gather starts at its use), ``prefetch="auto"`` (the depth the cost
-model chooses), both with and without ``reshard_after_forward``; and ``comm``: blocking
+model chooses), both with and without ``reshard_after_forward``, and ``prefetch=2``; and ``comm``: blocking
 mpi4py ``Allgather`` of every parameter gather's size.
 
 Measured by the replay's own waiting time: the time its instructions spend waiting on (or
@@ -30,6 +30,7 @@ from mpi4py import MPI
 import mtensor as mt
 
 SIDES = {"no prefetch": dict(prefetch=0), "prefetch": dict(prefetch="auto"),
+         "prefetch depth 2": dict(prefetch=2),
          "no prefetch, reshard": dict(prefetch=0, reshard_after_forward=True),
          "prefetch, reshard": dict(prefetch="auto", reshard_after_forward=True)}
 

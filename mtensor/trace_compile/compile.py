@@ -55,9 +55,9 @@ def compile(fn=None, *, bucket_cap_mb="auto", first_bucket_mb: float = 1,
 
     Parameters split over the batch dims (ZeRO-3, FSDP: ``auto_shard(memory_budget=)``'s
     plan) are gathered where an op needs them whole (``overlap.prefetch``).  ``prefetch``:
-    how many blocks' gathers run ahead of the compute, in forward and backward ("auto": the
-    depth the cost model's timeline finds fastest; 0: none; None: every gather at its
-    earliest).  ``reshard_after_forward``: drop each gathered copy after the forward and
+    how many blocks' gathers run ahead of the compute, in forward and backward ("auto": one
+    more than the depth the cost model's timeline finds fastest; 0: none; None: every
+    gather at its earliest).  ``reshard_after_forward``: drop each gathered copy after the forward and
     gather again in the backward (True), keep it (False), or "auto": reshard when the
     arguments plus the copies kept for the backward exceed ``memory_budget`` (bytes or
     "4GiB"; None: keep)."""

@@ -137,7 +137,7 @@ def test_the_cost_model_chooses_a_deeper_prefetch_only_where_gathers_outlast_a_b
         times = [n.seconds for n in graph.nodes]
         depth = prefetch.choose_depth(graph, buckets, [True] * len(buckets), 1 << 40, times,
                                       _model(0.9))
-        assert (depth > 1) == deeper, (nbytes, seconds, depth)
+        assert (depth > 2) == deeper, (nbytes, seconds, depth)     # one block of slack
     g = G()
     g.compute(g.collective(0))
     plain = Graph("plain", g.nodes, g.next, {}, [0], [])
