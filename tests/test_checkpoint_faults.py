@@ -5,6 +5,9 @@ checkpoint of an earlier step while one rank kills itself at a chosen point: ins
 phase of the save on either rank, at rank 0's commit and publish, or after a random delay.
 Afterwards a plain process loads the checkpoint: it must be complete and be either the one
 committed before or the new one, never a mix.  ``MTENSOR_FAULT_RUNS`` caps the runs.
+The background save (``blocking=False``) is killed at the points inside its thread: the
+chunk writes, before and after each rank's record file, rank 0's commit; its last run
+exits without ``wait()``, and the exit hook must still commit it.
 """
 import os
 import random
@@ -27,7 +30,7 @@ from mtensor import checkpoint as ck
 from mtensor.checkpoint import store
 from mpi4py import MPI
 
-path, step, victim, hook, nth, delay = sys.argv[1:7]
+path, step, victim, hook, nth, delay, mode = sys.argv[1:8]
 step, victim, nth, delay = int(step), int(victim), int(nth), float(delay)
 rank = MPI.COMM_WORLD.rank
 mesh = mt.init_device_mesh((MPI.COMM_WORLD.size,))
@@ -55,7 +58,13 @@ elif rank == victim and hook != "none":
         return out
     setattr(store, name, wrapped)
 MPI.COMM_WORLD.Barrier()
-ck.save(path, state)
+if mode == "blocking":
+    ck.save(path, state)
+else:
+    handle = ck.save(path, state, blocking=False)
+    state["w"] += 1.0                # the training goes on: not in the checkpoint
+    if mode == "background":
+        handle.wait()
 print("saved", step, flush=True)
 """
 
@@ -70,34 +79,42 @@ POINTS = [
     (0, "after:fsync", 3),          # in commit: marker written, not yet published
     (0, "before:publish", 1), (0, "after:publish", 1), (0, "after:commit", 1),
 ]
+# the same, inside the background save's thread (its main-thread phases are the ones above)
+BACKGROUND_POINTS = [
+    (1, "before:write_region", 1),  # writing the chunks
+    (1, "after:fsync", 1),          # chunks flushed, no record file yet
+    (1, "after:write_record", 1),   # record left: rank 0 may commit before the kill lands
+    (0, "after:write_record", 1),   # rank 0's thread about to wait for rank 1's record
+    (0, "before:commit", 1),        # every record read, the folder removed
+    (0, "after:fsync", 3),          # in commit: marker written, not yet published
+    (0, "before:publish", 1),
+]
 
 
-def run_once(path, step, victim, hook, nth, delay):
+def run_once(path, step, victim, hook, nth, delay, mode="blocking"):
     env = dict(os.environ, PYTHONUNBUFFERED="1", MTENSOR_TIMEOUT="30")
     proc = subprocess.Popen(
         [mpiexec(), "-n", "2", sys.executable, "-c", SCRIPT, path, str(step), str(victim), hook,
-         str(nth), str(delay)],
+         str(nth), str(delay), mode],
         env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         start_new_session=True)
-    out, _ = finish(proc, 120, f"{hook} on rank {victim}: mpiexec after the kill")
+    out, _ = finish(proc, 120, f"{hook} on rank {victim} ({mode}): mpiexec after the kill")
     return proc.returncode, out
 
 
-def test_sigkill_during_save_keeps_a_whole_checkpoint():
+def kill_at(points, mode, last_mode):
+    """Save step 0, then steps 1.. each killed at one of ``points``; then one more, clean,
+    in ``last_mode``, which must commit and clear every leftover."""
     from mtensor import checkpoint as ck
-    runs = int(os.environ.get("MTENSOR_FAULT_RUNS", "20"))
-    rng = random.Random(0)
-    points = POINTS + [(rng.randrange(2), "timer", 0, rng.uniform(0.0, 0.4))
-                       for _ in range(max(0, runs - len(POINTS)))]
     root = tempfile.mkdtemp(prefix="mtensor-ckpt-faults-")
     path = os.path.join(root, "ck")
     try:
-        code, out = run_once(path, 0, 0, "none", 0, 0.0)      # a clean first checkpoint
+        code, out = run_once(path, 0, 0, "none", 0, 0.0, mode)      # a clean first checkpoint
         assert code == 0 and "saved 0" in out, out[-5000:]
         committed = 0
-        for step, (victim, hook, nth, *rest) in enumerate(points[:runs], start=1):
+        for step, (victim, hook, nth, *rest) in enumerate(points, start=1):
             delay = rest[0] if rest else 0.0
-            code, out = run_once(path, step, victim, hook, nth, delay)
+            code, out = run_once(path, step, victim, hook, nth, delay, mode)
             got = ck.load(path)
             assert got["step"] in (committed, step), (hook, victim, got["step"], out[-3000:])
             s = got["step"]
@@ -107,8 +124,23 @@ def test_sigkill_during_save_keeps_a_whole_checkpoint():
                 assert s == step, (hook, victim)
             assert code != 0 or hook == "timer", f"{hook} on rank {victim} never ran"
             committed = s
-        code, out = run_once(path, runs + 1, 0, "none", 0, 0.0)   # clears the leftovers
+        last = len(points) + 1
+        code, out = run_once(path, last, 0, "none", 0, 0.0, last_mode)   # clears the leftovers
         assert code == 0, out[-5000:]
+        assert ck.load(path)["step"] == last, out[-5000:]
         assert os.listdir(root) == ["ck"], os.listdir(root)
     finally:
         shutil.rmtree(root, ignore_errors=True)
+
+
+def test_sigkill_during_save_keeps_a_whole_checkpoint():
+    runs = int(os.environ.get("MTENSOR_FAULT_RUNS", "20"))
+    rng = random.Random(0)
+    points = POINTS + [(rng.randrange(2), "timer", 0, rng.uniform(0.0, 0.4))
+                       for _ in range(max(0, runs - len(POINTS)))]
+    kill_at(points[:runs], "blocking", "blocking")
+
+
+def test_sigkill_during_background_save_keeps_a_whole_checkpoint():
+    runs = int(os.environ.get("MTENSOR_FAULT_RUNS", "20"))
+    kill_at(BACKGROUND_POINTS[:runs], "background", "nowait")

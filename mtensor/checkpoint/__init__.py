@@ -13,10 +13,12 @@ with mtensor.
 - ``store``: zarr and file operations of one process (create, write, commit, open);
 - ``integrity``: the record of the chunks a save wrote, and the check before reading;
 - ``agree``: ``CheckpointError`` and the agreement between ranks;
-- ``save``, ``load``: who writes and reads what.
+- ``save``, ``load``: who writes and reads what;
+- ``background``: ``save(..., blocking=False)``, its thread and its ``SaveHandle``.
 """
 from .agree import CheckpointError
+from .background import SaveHandle
 from .load import load
 from .save import save
 
-__all__ = ["CheckpointError", "load", "save"]
+__all__ = ["CheckpointError", "SaveHandle", "load", "save"]

@@ -17,7 +17,7 @@ from ..dtensor import DTensor, relayout
 from ..placement import Partial, Replicate, Shard, local_slices, reduced
 from ..pytree import NAMESPACE, flatten
 from ..spec import DTensorSpec, check_placements
-from . import integrity, layout, store
+from . import background, integrity, layout, store
 from .agree import CheckpointError, Group, agree, attempt
 
 OP = "mtensor.checkpoint.load"
@@ -42,7 +42,10 @@ def load(path, like=None, *, mesh=None, placements=None):
 
     Neither: no collective, every array whole as numpy, in the saved structure (for one
     plain process).  Every form refuses a chunk file that is missing or was not written by
-    this save with ``CheckpointError`` naming the leaf and the chunk.
+    this save with ``CheckpointError`` naming the leaf and the chunk.  A background save
+    of ``path`` still in flight is finished first: waited for (collective, raising its
+    error) by the two collective forms on the save's ranks; joined on this rank only by
+    the form without a template (on rank 0 that includes the commit).
     """
     path = os.path.abspath(os.fspath(path))
     if like is not None and mesh is not None:
@@ -51,6 +54,7 @@ def load(path, like=None, *, mesh=None, placements=None):
         raise ValueError(f"{OP}: mesh= and placements= go together (got "
                          f"{'mesh' if placements is None else 'placements'} alone)")
     if like is None and mesh is None:
+        background.settle(None, path)         # this rank's part of a save in flight
         return _load_whole(path)
     if like is not None:
         leaves, rebuild = flatten(like)
@@ -60,6 +64,7 @@ def load(path, like=None, *, mesh=None, placements=None):
     else:
         group = Group([mesh])
         plan = lambda: _plan_mesh(path, mesh, placements)               # noqa: E731
+    background.settle(group, path)            # a background save of path: committed first
     found = []
     agree(group, "load", attempt(lambda: found.extend(plan())))
     root, record, items, finish = found

@@ -3,7 +3,9 @@
 Every rank describes the leaves (and all must agree), the ranks share out creating the
 arrays' metadata, each rank writes the chunks of its own blocks and records their digests
 (``integrity``), and rank 0 commits: the marker holding the pooled record, then the rename.
-Each phase ends in ``agree``: an error on any rank is raised on every rank.
+Each phase ends in ``agree``: an error on any rank is raised on every rank.  A background
+save (``blocking=False``) runs the same phases, the writes and the commit in a thread
+(``background``).
 """
 from __future__ import annotations
 
@@ -14,10 +16,12 @@ import shutil
 
 import numpy as np
 
+from .. import device
+from ..device import buffers
 from ..dtensor import DTensor
 from ..placement import Partial, local_slices, reduced
 from ..version import __version__
-from . import integrity, layout, store
+from . import background, integrity, layout, store
 from .agree import Group, agree, attempt, raise_if_any
 
 
@@ -53,11 +57,12 @@ def _describe(leaf, path, version) -> dict:
     return entry
 
 
-def _write_blocks(group, tmp, entries, blocks, durable) -> dict:
-    """This rank's share of the data: its DTensor blocks where it is the one writer of a
-    replicated block, the numpy leaves and Python numbers on rank 0; then fsync of the
-    chunk files.  Returns ``{leaf name: {chunk key: digest}}`` of the chunks it wrote."""
-    root, record = store.open_group(tmp, mode="r+"), {}
+def _stage(group, entries, blocks, copy: bool) -> list:
+    """This rank's share of the data as ``(leaf name, region, block)``: its DTensor blocks
+    where it is the one writer of a replicated block, the numpy leaves and Python numbers
+    on rank 0.  ``copy``: each block copied to a host buffer of its own (a background save:
+    the caller may write its arrays in place as soon as ``save`` returns)."""
+    out = []
     for (name, entry), x in zip(entries.items(), blocks):
         if entry["kind"] != "array":
             continue
@@ -73,15 +78,41 @@ def _write_blocks(group, tmp, entries, blocks, durable) -> dict:
         else:
             continue
         if block.size:
-            store.write_region(root, name, region, block)
-            record[name] = integrity.written(tmp, name, region, entry["chunks"])
+            out.append((name, region, _copy(block) if copy else block))
+    return out
+
+
+def _copy(block) -> np.ndarray:
+    if type(block) is not np.ndarray:          # a device block: the host copy is a new one
+        return device.to_host(block)
+    out = buffers.empty(block.shape, block.dtype)      # pooled: no fresh page faults
+    np.copyto(out, block)
+    return out
+
+
+def _write(tmp, entries, staged, durable) -> dict:
+    """Write the staged blocks, then fsync their chunk files.  Returns ``{leaf name: {chunk
+    key: digest}}`` of the chunks written."""
+    root, record = store.open_group(tmp, mode="r+"), {}
+    for name, region, block in staged:
+        store.write_region(root, name, region, block)
+        record[name] = integrity.written(tmp, name, region, entries[name]["chunks"])
     if durable:                                # metadata and directories: rank 0, at commit
         store.fsync(os.path.join(tmp, name, *key.split("/"))
                     for name, chunks in record.items() for key in chunks)
     return record
 
 
-def save(path, state, keep=None, *, durable: bool = True) -> None:
+def _pool(records) -> dict:
+    """Every rank's record as one ``{leaf name: {chunk key: digest}}`` (for the marker)."""
+    chunks = {}
+    for part in records:
+        for name, digests in part.items():
+            chunks.setdefault(name, {}).update(digests)
+    return chunks
+
+
+def save(path, state, keep=None, *, durable: bool = True, blocking: bool = True):
     """Save the pytree ``state`` to the directory ``path``; every rank calls it (collective).
 
     Leaves: DTensors (each rank writes its own block's chunks; a replicated block once, a
@@ -93,13 +124,44 @@ def save(path, state, keep=None, *, durable: bool = True) -> None:
     ``COMMITTED``.  ``keep=N``: ``path`` ends with a step number (``run/step-00010``);
     after the commit, only the N highest-numbered committed siblings with the same prefix
     stay.  ``durable``: fsync data, metadata and directories before publishing.
+
+    ``blocking=False``: returns a ``SaveHandle`` as soon as the collective part is done
+    and this rank's blocks are copied to staging buffers (the state may then be updated
+    in place); a thread writes the chunks and rank 0's commits, with no MPI call.
+    ``handle.wait()`` (collective) returns once the checkpoint is committed, or raises
+    ``CheckpointError`` on every rank naming the path and the failing ranks; a later
+    ``save`` (and a ``load`` of the same path) waits for a pending one first, and so raises
+    its error if nobody waited.  Same files, checksums and atomic commit as a blocking
+    save, which returns None.
     """
     path = os.path.abspath(os.fspath(path))
     leaves, paths = layout.leaf_paths(state)
     group = Group(x.device_mesh for x in leaves if isinstance(x, DTensor))
+    background.settle(group)                   # a save in flight: finished first
+    tmp, entries = _prepare(group, path, state, keep, leaves, paths)
+    blocks = [x.redistribute(x.device_mesh, reduced(x.placements))
+              if isinstance(x, DTensor) and any(isinstance(p, Partial) for p in x.placements)
+              else x for x in leaves]           # collective: every rank, in leaf order
+    staged = []
+    error = attempt(lambda: staged.extend(_stage(group, entries, blocks, not blocking)))
+    job = background.Job(group, path, tmp, write=lambda: _write(tmp, entries, staged, durable),
+                         commit=lambda records: store.commit(tmp, path, keep, durable,
+                                                             _pool(records)), error=error)
+    if not blocking:
+        return background.SaveHandle(job)
+    record, error = job.write_share()
+    records = agree(group, "save", error, cleanup=tmp, pooled=record)
+    agree(group, "save", job.commit_share(records) if group.rank == 0 else None)
+    return None
+
+
+def _prepare(group, path, state, keep, leaves, paths):
+    """Every rank describes the leaves (all must agree); rank 0 makes the temp directory
+    with the root group, then the ranks share out creating the arrays' metadata.
+    Returns ``(temp directory, {leaf name: manifest entry})``."""
     plan = {}
 
-    def prepare():      # every rank describes the leaves; rank 0 makes the temp root group
+    def prepare():
         if keep is not None:
             if isinstance(keep, bool) or not isinstance(keep, int) or keep < 1:
                 raise ValueError(f"keep={keep!r}: pass a number of checkpoints >= 1, or None")
@@ -126,17 +188,4 @@ def save(path, state, keep=None, *, durable: bool = True) -> None:
     arrays = [(n, e) for n, e in plan["entries"].items() if e["kind"] == "array"]
     mine = arrays[group.rank::group.size]      # array metadata: shared out over the ranks
     agree(group, "save", attempt(lambda: store.create_arrays(tmp, mine)), cleanup=tmp)
-    blocks = [x.redistribute(x.device_mesh, reduced(x.placements))
-              if isinstance(x, DTensor) and any(isinstance(p, Partial) for p in x.placements)
-              else x for x in leaves]           # collective: every rank, in leaf order
-    record = {}
-    error = attempt(lambda: record.update(_write_blocks(group, tmp, plan["entries"], blocks,
-                                                        durable)))
-    chunks = {}
-    for part in agree(group, "save", error, cleanup=tmp, pooled=record):
-        for name, digests in part.items():
-            chunks.setdefault(name, {}).update(digests)
-    error = None
-    if group.rank == 0:
-        error = attempt(lambda: store.commit(tmp, path, keep, durable, chunks))
-    agree(group, "save", error and f"{error} (the written data stays in {tmp})")
+    return tmp, plan["entries"]

@@ -18,6 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from .layout import FORMAT, MARKER, chunk_indices, chunk_key, to_delete
 
 MANIFEST = "mtensor_checkpoint"     # the root group's attribute that lists every leaf
+RECORDS = ".records"                # in a background save's temp dir: each rank's record file
 
 
 def zarr():
@@ -109,6 +110,41 @@ def fsync(paths) -> None:
     paths = list(paths)
     with ThreadPoolExecutor(max_workers=max(1, min(8, len(paths)))) as pool:
         list(pool.map(_fsync_one, paths))
+
+
+def record_file(tmp: str, rank: int) -> str:
+    return os.path.join(tmp, RECORDS, f"rank-{rank:05d}.json")
+
+
+def write_record(tmp: str, rank: int, content: dict) -> None:
+    """A background save: this rank's outcome for rank 0 (its chunks' digests, or its
+    error), written whole under a temporary name and renamed, so a reader never sees half."""
+    file = record_file(tmp, rank)
+    os.makedirs(os.path.dirname(file), exist_ok=True)
+    part = f"{file}.part-{secrets.token_hex(3)}"
+    with open(part, "w") as f:
+        json.dump(content, f)
+    os.rename(part, file)
+
+
+def missing_records(tmp: str, size: int) -> list:
+    """The ranks whose record file is not there yet (one directory listing)."""
+    try:
+        present = set(os.listdir(os.path.join(tmp, RECORDS)))
+    except FileNotFoundError:
+        present = set()
+    return [r for r in range(size) if os.path.basename(record_file(tmp, r)) not in present]
+
+
+def take_records(tmp: str, size: int) -> list:
+    """Every rank's record, in rank order; the folder is then removed, so the committed
+    directory holds only the checkpoint."""
+    records = []
+    for r in range(size):
+        with open(record_file(tmp, r)) as f:
+            records.append(json.load(f))
+    shutil.rmtree(os.path.join(tmp, RECORDS))
+    return records
 
 
 def metadata_files(tmp: str):
