@@ -29,17 +29,18 @@ default ``layout="node"``; it warns if tp cannot fit), and rank 0 prints the lay
 ``DeviceMesh(..., 2 nodes, tp inside a node, dp across nodes)``.
 
 Checkpoints: ``--save-every K --save-dir DIR`` saves, after every K-th step, everything a
-run needs to go on exactly to ``DIR/step-{step:05d}`` with ``mt.save(..., keep=2)`` (the two
-newest stay): the parameters, the optimizer's state (its step count and its moments:
-DTensors laid out like their parameters), the step, the data position (the next batch's
-index; the batch order is fixed, so this restores it) and the losses so far. ``--resume
-DIR/step-NNNNN`` loads such a checkpoint onto the current mesh (any mesh: 2x2 saved, 4x1,
-1x2 or 1x1 resumed) and trains from the saved step up to ``--steps``; ``--batch``,
-``--blocks``, ``--hidden``, ``--lr`` and the training loop's flags must be the saved run's.
-The losses then follow an uninterrupted run's up to float rounding, and the summary and the
-checksum cover every step, those before the checkpoint too. ``--print-losses`` prints ``loss
-<step> <value>`` (steps from 1, 17 significant digits) on rank 0 for every step this process
-ran, before the summary.
+run needs to go on exactly to ``DIR/step-{step:05d}`` with ``mt.save(..., keep=2,
+blocking=False)`` (the two newest stay; the blocks are copied aside and written while the
+next steps train, the next save or the end of the run waits for the commit): the parameters,
+the optimizer's state (its step count and its moments: DTensors laid out like their
+parameters), the step, the data position (the next batch's index; the batch order is fixed,
+so this restores it) and the losses so far. ``--resume DIR/step-NNNNN`` loads such a
+checkpoint onto the current mesh (any mesh: 2x2 saved, 4x1, 1x2 or 1x1 resumed) and trains
+from the saved step up to ``--steps``; ``--batch``, ``--blocks``, ``--hidden``, ``--lr`` and
+the training loop's flags must be the saved run's. The losses then follow an uninterrupted
+run's up to float rounding, and the summary and the checksum cover every step, those before
+the checkpoint too. ``--print-losses`` prints ``loss <step> <value>`` (steps from 1, 17
+significant digits) on rank 0 for every step this process ran, before the summary.
 """
 import argparse
 import functools
@@ -217,6 +218,7 @@ def main():
     if args.resume and world.rank == 0:
         bar.write(f"resumed {args.resume} at step {first}")
     start = time.perf_counter()
+    saving = None                      # the checkpoint being written while training goes on
     for i in bar:
         x, y = batches[next_batch]
         next_batch = (next_batch + 1) % len(batches)
@@ -225,10 +227,14 @@ def main():
         bar.set_postfix(loss=f"{losses[-1]:.4f}", refresh=False, samples_s=f"{rate:.0f}")
         if args.save_every and (i + 1) % args.save_every == 0:
             where = f"{args.save_dir}/step-{i + 1:05d}"
-            mt.save(where, checkpoint_state(params, state, i + 1, next_batch, losses, args),
-                    keep=2)
+            if saving is not None:      # the previous one committed (or raises here)
+                saving.wait()
+            saving = mt.save(where, checkpoint_state(params, state, i + 1, next_batch, losses,
+                                                     args), keep=2, blocking=False)
             if world.rank == 0:
-                bar.write(f"saved {where}")
+                bar.write(f"saving {where} in the background")
+    if saving is not None:
+        saving.wait()
     held_out = mt.distribute_tensor(features[TRAIN:], mesh, batch_split)
     predicted = mt.asnumpy(np.argmax(logits(params, held_out), axis=1))
     accuracy = float(np.mean(predicted == labels[TRAIN:]))
