@@ -13,6 +13,7 @@ import os
 import numpy as np
 import optree
 
+from ..device import arrays as device
 from ..dtensor import DTensor, relayout
 from ..placement import Partial, Replicate, Shard, local_slices, reduced
 from ..pytree import NAMESPACE, flatten
@@ -218,6 +219,7 @@ def _wrap(value, target):
     if target is None:
         return value
     stored = reduced(target.placements)
+    value = device.to_device(value, target.mesh.device_type)      # a GPU mesh's blocks
     out = DTensor.from_local(value, target.mesh, stored, shape=target.shape)
     if stored != tuple(target.placements):
         out = relayout(out, tuple(target.placements))        # local R -> P

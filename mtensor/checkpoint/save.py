@@ -60,8 +60,9 @@ def _describe(leaf, path, version) -> dict:
 def _stage(group, entries, blocks, copy: bool) -> list:
     """This rank's share of the data as ``(leaf name, region, block)``: its DTensor blocks
     where it is the one writer of a replicated block, the numpy leaves and Python numbers
-    on rank 0.  ``copy``: each block copied to a host buffer of its own (a background save:
-    the caller may write its arrays in place as soon as ``save`` returns)."""
+    on rank 0, on the host (a GPU block copied there).  ``copy``: each block copied to a
+    host buffer of its own (a background save: the caller may write its arrays in place as
+    soon as ``save`` returns)."""
     out = []
     for (name, entry), x in zip(entries.items(), blocks):
         if entry["kind"] != "array":
@@ -78,7 +79,7 @@ def _stage(group, entries, blocks, copy: bool) -> list:
         else:
             continue
         if block.size:
-            out.append((name, region, _copy(block) if copy else block))
+            out.append((name, region, _copy(block) if copy else device.to_host(block)))
     return out
 
 
