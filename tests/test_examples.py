@@ -257,3 +257,16 @@ def test_sklearn_example_fits_pca_and_ridge_like_numpy(n):
     assert result.returncode == 0, result.stdout
     assert result.stdout.count("matches scikit-learn on numpy: True") == 2, result.stdout
     assert "transform [S(0)]" in result.stdout and "predict [S(0)]" in result.stdout
+
+
+@pytest.mark.parametrize("n", [1, 3])
+def test_spectral_heat_solver_matches_numpy(n):
+    """examples/spectral.py: fft2, a multiplier and ifft2 on a row-split field, one
+    all-to-all each way per step (at 3 ranks), the field split by rows again."""
+    result = run_under_mpi(n, ["examples/spectral.py", "--size", "33", "--steps", "10"],
+                           timeout=120)
+    assert result.returncode == 0, result.stdout
+    assert "matches numpy: True" in result.stdout, result.stdout
+    if n > 1:
+        assert "collectives per step: {'all_to_all': 2}" in result.stdout, result.stdout
+        assert "field [S(0)]" in result.stdout, result.stdout

@@ -1,4 +1,4 @@
-"""mtensor as a Python array API namespace (standard 2024.12, with ``linalg``).
+"""mtensor as a Python array API namespace (standard 2024.12, with ``linalg`` and ``fft``).
 
 ``x.__array_namespace__()`` of a DTensor returns this module, so code written against the
 standard (scikit-learn with ``array_api_dispatch=True``, array-api-extra, SciPy's array API
@@ -18,7 +18,7 @@ import sys
 import numpy as np
 
 from ..dtensor import DTensor
-from . import linalg
+from . import fft, linalg
 from .creation import (
     arange,
     asarray,
@@ -97,7 +97,7 @@ DTensor.__dlpack_device__ = dlpack_device
 
 __all__ = sorted(["__array_api_version__", "__array_namespace_info__", "arange", "argsort",
                   "asarray", "astype", "broadcast_arrays", "clip", "concat", "empty",
-                  "empty_like", "expand_dims", "eye", "from_dlpack", "full", "full_like",
+                  "empty_like", "expand_dims", "eye", "fft", "from_dlpack", "full", "full_like",
                   "isin", "linalg", "linspace", "meshgrid", "nonzero", "ones", "ones_like",
                   "reshape", "searchsorted", "sort", "split_bytes", "take", "tril", "triu", "where", "zeros",
                   "zeros_like", *NUMPY_FUNCTIONS, *DTYPES, *CONSTANTS])

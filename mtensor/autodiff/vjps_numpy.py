@@ -1,11 +1,12 @@
-"""Vector-Jacobian products of numpy's selections, scans, differences and elementwise
-functions, written as DTensor ops on the global arrays (as ``vjps``).
+"""Vector-Jacobian products of numpy's selections, scans, differences, elementwise
+functions and FFT stages, written as DTensor ops on the global arrays (as ``vjps``).
 """
 from __future__ import annotations
 
 import numpy as np
 
 from .. import modes
+from ..dispatch import dispatch
 from ..dtensor import DTensor, asnumpy
 from ..numpy.creation import zeros
 from ..ops.plans.indexing import plain_key
@@ -126,7 +127,19 @@ def _interp_vjp(j, g, out, ops, params):
     return _dtype_of(g * slope * ((x >= xp[0]) & (x <= xp[-1])), x)
 
 
+def _fft_vjp(j, g, out, ops, params):
+    """An FFT stage is linear: its cotangent is the stage's transpose (``ops.fft.adjoint``:
+    the DFT matrix is symmetric, so ``fft``'s is ``fft`` with the same norm; JAX's rules for
+    the real transforms), cropped or zero-padded back to the input's lengths, real for a
+    real input.  It runs where the cotangent lies: the stage's axes are whole there."""
+    x = ops[0]
+    axes = params[1]
+    return dispatch("fft_adjoint", (g,), (*params, tuple(x.shape[a] for a in axes),
+                                          x.dtype.kind != "c"))
+
+
 VJPS.update({
+    "fft": _fft_vjp,
     "take": _take_vjp, "take_along_axis": _take_along_axis_vjp,
     "ufunc_accumulate": _scan_vjp, "scan_apply": _scan_apply_vjp,
     "scan_totals": _helper_of("scan_totals", "np.cumsum"),

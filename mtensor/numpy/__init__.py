@@ -7,7 +7,7 @@ same code; importing this package installs numpy's operators, methods and protoc
 from ..dtensor import DTensor
 
 # linalg
-from . import linalg, methods, scimath
+from . import fft, linalg, methods, scimath
 from .counting import bincount, digitize, histogram, histogram_bin_edges, searchsorted
 
 # creation

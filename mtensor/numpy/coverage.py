@@ -22,8 +22,6 @@ REFUSED_MODULES = {
     "numpy.char": "string arrays: DTensors hold numeric and boolean dtypes only",
     "numpy.strings": "string arrays: DTensors hold numeric and boolean dtypes only",
     "numpy.lib.recfunctions": "structured dtypes: DTensors hold numeric and boolean dtypes only",
-    "numpy.fft": "the distributed FFT is its own issue (neighbours: halos and FFT); "
-                 "call full_tensor() and use numpy.fft on the whole array meanwhile",
 }
 REFUSED = {
     "numpy.apply_along_axis": "a Python function per 1-D slice: write it with mt.local_map "

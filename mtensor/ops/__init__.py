@@ -1,6 +1,7 @@
 """Sharding rules, one file per op family, all registered in ``registry.RULES``."""
 from . import (  # the op families: each registers its rules in registry.RULES as it loads
     contraction,
+    fft,
     halo,
     indexing,
     join,

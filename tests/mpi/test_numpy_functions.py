@@ -148,6 +148,6 @@ def test_inspection_and_hashing(mesh):
           and set(v) == {1, 2, 3} and hash(v[0]) == hash(3))
     with pytest.raises(TypeError, match="unhashable"):
         hash(x)
-    with pytest.raises(TypeError, match="numpy.fft"):
-        np.fft.fft(x)
+    with pytest.raises(TypeError, match="numpy.packbits"):
+        np.packbits(x)
     assert_all_ranks(ok, "inspection functions or hashing differ from numpy's")

@@ -12,14 +12,15 @@ device buffer) refuse an array written after the last synchronise, ``get(out=...
 blocking=False)`` fills its host buffer only at the next synchronise, and ``set`` reads its
 host buffer only when the device next works.  Counters of syncs, copies and kernels are in
 ``stats``.  Any other numpy name is served by the module ``__getattr__`` under the same
-rules; ``cuda`` holds the devices, streams and the timeline, ``cuda.nccl`` NCCL over MPI.
+rules; ``cuda`` holds the devices, streams and the timeline, ``cuda.nccl`` NCCL over MPI,
+``fft`` the transforms.
 """
 import functools
 import sys
 
 import numpy as np
 
-from . import cuda
+from . import cuda, fft
 from .core import Ufunc, from_host, ndarray, new_array, poison, run_kernel
 from .cuda import stats
 
