@@ -22,6 +22,7 @@ from .debug import CommDebugMode, visualize_sharding
 
 # the tensor
 from .dtensor import DTensor, asnumpy, distribute_tensor
+from .halo import halo
 from .mesh import DeviceMesh, calibrate, init_device_mesh
 from .numpy import (
     all,
@@ -77,7 +78,7 @@ __all__ = [
     "argmax", "argmin", "asnumpy", "astype", "auto_shard", "broadcast_to", "calibrate",
     "clip", "compile", "concatenate", "copy", "custom_vjp", "distribute_tensor", "dot",
     "einsum", "empty", "empty_like", "expand_dims", "explain", "full", "full_like",
-    "get_cost_model", "grad", "init_device_mesh", "load", "local_map", "matmul", "max",
+    "get_cost_model", "grad", "halo", "init_device_mesh", "load", "local_map", "matmul", "max",
     "mean", "min", "moveaxis", "numpy", "ones", "ones_like", "optim", "prod", "random",
     "ravel", "register_sharding", "remat", "reshape", "save", "set_abort_on_error", "set_checks",
     "set_cost_model", "set_timeout", "shard_hint", "squeeze", "stack", "std",

@@ -12,9 +12,11 @@ from . import modes
 from .cost import model as cost
 from .device.arrays import is_block, to_device
 from .dtensor import DTensor, guarded, redistribution
-from .ops import RULES, OpCall, Operand, choose
+from .ops import RULES, OpCall, Operand
+from .ops.choose import choose_windows
 from .ops.pointwise import PARTIAL_ALGEBRA
 from .placement import Partial, Replicate, local_slices
+from .redistribute.halo import bind_windows
 from .spec import DTensorSpec, check_same_mesh
 
 _SCALARS = (int, float, complex, bool)
@@ -118,17 +120,21 @@ def decide(name: str, operands, params, into=None, unsafe=False) -> Decision:
     if modes.active.autoshard is not None and not mesh.is_local:
         chosen = modes.active.autoshard.strategy(call, strategy.choices, into)
     if chosen is None:
-        chosen = choose(call, strategy.choices, model, into)
+        chosen = choose_windows(call, strategy.choices, model, into)
     if chosen is None:
         return None
-    in_layouts, out_layout, predicted = chosen
+    in_layouts, out_layout, predicted = chosen[:3]
+    windows = chosen[3] if len(chosen) > 3 else ()     # auto_shard's plans use none
     d = Decision()
     prepared = [_layout_program(o, layout, mesh, model) for o, layout in zip(operands, in_layouts)]
+    for j in sorted({w.operand for w in windows}):
+        mine = [w for w in windows if w.operand == j]
+        prepared[j] = _Windowed(prepared[j][0], operands[j], in_layouts[j], mine, mesh), None
     d.prepare = tuple(run for run, _ in prepared)
     d.in_specs = tuple(spec for _, spec in prepared)
     # every operand a DTensor already laid out as wanted: the common, fastest case
     d.direct = all(type(o) is DTensor and p is None for o, p in zip(operands, d.prepare))
-    d.kernel = strategy.bind(in_layouts, out_layout, mesh)
+    d.kernel = strategy.bind(in_layouts, out_layout, mesh, windows)
     d.into = strategy.into
     d.mesh, d.placements, d.shape, d.nout = mesh, out_layout, strategy.out_shape, strategy.nout
     d.specs, d.cost, d.attached = {}, predicted, None
@@ -152,6 +158,19 @@ def _layout_program(operand, layout, mesh, model):
         return _ConstantBlock(Ellipsis, mesh.device_type), None    # a host array: copied up
     index = local_slices(np.shape(operand), mesh.shape, layout, mesh.coordinate)
     return _ConstantBlock(index, mesh.device_type), None
+
+
+class _Windowed:
+    """Lays an operand out as the strategy wants, then reads its windows."""
+
+    __slots__ = ("layout", "windows")
+
+    def __init__(self, layout, operand, placements, windows, mesh):
+        self.layout = layout
+        self.windows = bind_windows(mesh, operand.shape, operand.dtype, placements, windows)
+
+    def __call__(self, local):
+        return self.windows(local if self.layout is None else self.layout(local))
 
 
 class _ConstantBlock:

@@ -183,8 +183,8 @@ def _laid_out_once(operand, run, spec, reuse: dict):
     """During a backward pass a tensor is redistributed once per layout, however many
     products use it; ``reuse[id]`` also keeps its latest layout, which the pass hands to the
     next product (the memo lives as long as the pass and keeps the operand alive)."""
-    if type(operand) is not DTensor:
-        return run(operand)
+    if type(operand) is not DTensor or spec is None:     # a constant, or read through windows
+        return run(operand if type(operand) is not DTensor else operand._local)
     key = (id(operand), id(run))
     if key not in reuse:
         reuse[key] = reuse[id(operand)] = (operand, DTensor(run(operand._local), spec))

@@ -2,6 +2,10 @@
 the executor and bucketing all read.  A new kind is a row here, a builder in
 ``redistribute/execute.py`` and, if it communicates, a method of the Communicator protocol.
 (The reduce ops a step may carry are the other table: ``placement.REDUCE_OPS``.)
+
+``halo`` is the one kind no layout change makes: a rank sends a few edge slices of its block
+to the previous and the next rank of a mesh dim and receives theirs (``ops.windows`` plans
+which, from shapes alone); the rule of an op that reads shifted slices asks for it.
 """
 from __future__ import annotations
 
@@ -16,6 +20,7 @@ class StepKind:
     sized_after: bool   # S is the block after the step (a gather grows it), else before
     reduces: bool       # carries the source Partial's reduce op
     fusible: bool       # a compiled step may fuse several into one bucket
+    neighbours: bool = False  # sends edge slabs to the two neighbours: S is those bytes
 
 
 STEP_KINDS = {kind.name: kind for kind in (
@@ -23,6 +28,7 @@ STEP_KINDS = {kind.name: kind for kind in (
     StepKind("all_gather", True, 1, True, False, True),
     StepKind("reduce_scatter", True, 1, False, True, True),
     StepKind("all_to_all", True, 1, False, False, False),
+    StepKind("halo", True, 1, False, False, False, neighbours=True),
     StepKind("local_slice", False, 0, True, False, False),
     StepKind("local_partial", False, 0, False, False, False),
 )}

@@ -23,7 +23,7 @@ LAYERS = [
     ("substrate", ["mtensor.device", "mtensor.cost", "mtensor.comm", "mtensor.ops"]),
     ("decisions bound to ranks", ["mtensor.mesh", "mtensor.redistribute", "mtensor.overlap"]),
     ("the tensor", ["mtensor.views", "mtensor.dtensor", "mtensor.dispatch", "mtensor.decide",
-                    "mtensor.debug"]),
+                    "mtensor.debug", "mtensor.halo"]),
     ("numpy's API", ["mtensor.numpy", "mtensor.random", "mtensor.array_api"]),
     ("programs", ["mtensor.autodiff", "mtensor.optim", "mtensor.trace_compile",
                   "mtensor.autoshard", "mtensor.checkpoint", "mtensor.testing"]),

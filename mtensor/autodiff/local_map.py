@@ -22,13 +22,14 @@ import functools
 
 from .. import modes
 from ..dtensor import DTensor
+from ..halo import halo as halo_block
 from ..placement import Partial, Placement, Replicate
 from ..spec import fmt_placements
 from .blocks import check_replicated
 
 
 def local_map(fn=None, out_placements=None, in_placements=None, in_grad_placements=None,
-              device_mesh=None, *, redistribute_inputs: bool = False):
+              device_mesh=None, *, redistribute_inputs: bool = False, halo=None):
     """``fn`` run on each rank's blocks, as a function of DTensors.
 
     ``out_placements``: the placements of the one output, or a tuple of them (None for an
@@ -37,14 +38,17 @@ def local_map(fn=None, out_placements=None, in_placements=None, in_grad_placemen
     out otherwise is redistributed with ``redistribute_inputs=True``, else refused.
     ``in_grad_placements``: per argument, the layout of its gradient (default: its
     placements transposed).  Called with no DTensor argument, ``fn``'s result is returned as
-    it is (DTensor's rule; ``device_mesh`` is accepted for its signature).  Usable as a
-    decorator: ``@mt.local_map(out_placements=[Shard(0)])``."""
+    it is (DTensor's rule; ``device_mesh`` is accepted for its signature).  ``halo``:
+    ``(dim, width)`` for every DTensor argument, or ``{position: (dim, width)}``: that
+    argument's block comes with ``width`` slices of its neighbours' blocks along ``dim``
+    attached (``mt.halo``; ``(dim, width, True)`` wraps round); not under a gradient.
+    Usable as a decorator: ``@mt.local_map(out_placements=[Shard(0)])``."""
     if fn is None:
         return functools.partial(local_map, out_placements=out_placements,
                                  in_placements=in_placements,
                                  in_grad_placements=in_grad_placements,
                                  device_mesh=device_mesh,
-                                 redistribute_inputs=redistribute_inputs)
+                                 redistribute_inputs=redistribute_inputs, halo=halo)
     if out_placements is None:
         raise TypeError("local_map: out_placements is required (the placements of each "
                         "output block, e.g. [Shard(0)])")
@@ -63,6 +67,8 @@ def local_map(fn=None, out_placements=None, in_placements=None, in_grad_placemen
             modes.is_tracked(a) for a in args)
         grads = in_grad_placements or (None,) * len(args)
         blocks = [_block_of(a, g, followed) for a, g in zip(args, grads)]
+        if halo is not None:
+            blocks = _with_halos(name, args, blocks, halo, followed)
         result = _run(name, fn, blocks, kwargs, len(outs), single, followed)
         results = (result,) if single else tuple(result)
         if len(results) != len(outs):
@@ -125,6 +131,24 @@ def _block_of(arg, grad_placements, followed: bool):
         grads = transposed(arg.placements) if grad_placements is None else grad_placements
         return arg.to_local(grad_placements=grads)
     return arg._block() if modes.active.tracer is None else arg._local
+
+
+def _with_halos(name, args, blocks, halo, followed: bool) -> list:
+    """The blocks of the arguments ``halo`` names, with their neighbours' edges."""
+    wanted = halo if isinstance(halo, dict) else {
+        i: halo for i, a in enumerate(args) if type(a) is DTensor}
+    out = list(blocks)
+    for i, spec in wanted.items():
+        if i >= len(args) or type(args[i]) is not DTensor:
+            raise ValueError(f"local_map({name}): halo names argument {i}, which is not a "
+                             f"DTensor argument")
+        if followed:
+            raise TypeError(f"local_map({name}): halo= blocks have no gradient; compute the "
+                            f"stencil with shifted slices (U[2:] + U[:-2]), which exchange "
+                            f"halos and differentiate")
+        dim, width, *periodic = spec
+        out[i] = halo_block(args[i], width, dim, *periodic)
+    return out
 
 
 def _run(name, fn, blocks, kwargs, nout: int, single: bool, followed: bool):

@@ -152,6 +152,7 @@ VJPS.update({
     "squeeze": _unary(lambda g, out, ops, params: g.reshape(ops[0].shape)),
     "broadcast_to": _unary(lambda g, out, ops, params: unbroadcast(g, ops[0].shape)),
     "getitem": _unary(lambda g, out, ops, params: _index_put(g, params[0], ops[0].shape)),
+    "roll": _unary(lambda g, out, ops, params: dispatch("roll", (g,), (params[0], -params[1]))),
     # the reverse redistribution: all-gather <-> reduce-scatter, a Partial source is whole
     "redistribute": _unary(lambda g, out, ops, params: relayout(g, reduced(params[0]))),
 })

@@ -71,9 +71,12 @@ def _fixed(layout, with_input: bool) -> List[List[Choice]]:
 
 
 def _sums_only(choices, inputs) -> List[Choice]:
-    """The rule's choices with partial terms of sums only, and no constant wanted as terms."""
+    """The rule's choices with partial terms of sums only, and no constant wanted as terms
+    (and no windows: the solver prices layouts; a window's halo is the chooser's)."""
     out = []
     for c in choices:
+        if c.window is not None:
+            continue
         placements = (*c.inputs, c.output)
         if any(isinstance(p, Partial) and p.reduce_op != "sum" for p in placements):
             continue

@@ -54,6 +54,10 @@ class CudaAware(MPIHost):
         device.synchronize(send)
         super().all_to_all(send, recv, counts, op)
 
+    def halo(self, send, recv, counts, op) -> None:
+        device.synchronize(send)
+        super().halo(send, recv, counts, op)
+
     def start(self, kind, send, recv, counts, op) -> Started:
         if _staged_only(op, recv.dtype):
             return self.staged.start(kind, send, recv, counts, op)

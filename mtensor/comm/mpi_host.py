@@ -3,7 +3,9 @@
 Upper-case mpi4py calls on buffers, no pickling of arrays.  Data-movement collectives
 (gather, scatter, all-to-all) move raw bytes, so every numpy dtype travels unchanged;
 reductions use the MPI datatype of the array's dtype.  Equal counts take the plain
-collective, which MPI libraries tune best; uneven ones the v-variant.  Nonblocking calls
+collective, which MPI libraries tune best; uneven ones the v-variant.  A halo exchange is one
+``Neighbor_alltoallv`` on the mesh dim's ring (one request, like the collectives; measured
+against ``Sendrecv`` pairs by ``benchmarks/halo_exchange.py``).  Nonblocking calls
 (mpi4py's ``I`` calls) progress only inside MPI calls with MPICH and Open MPI, so the replay
 polls ``test_all`` between compute nodes (~0.7 us per request here).
 """
@@ -87,6 +89,7 @@ class MPIHost:
 
     def __init__(self, raw):
         self.raw, self.size, self.rank = raw, raw.size, raw.rank
+        self._ring = None
 
     _op = staticmethod(_mpi_op)
 
@@ -112,8 +115,24 @@ class MPIHost:
         send_counts, recv_counts = counts
         self.raw.Alltoallv(_bytes(send, send_counts), _bytes(recv, recv_counts))
 
+    def ring(self):
+        """The mesh dim as a periodic 1-D cartesian communicator (made by the first halo
+        exchange, which every rank of the dim reaches together): MPI orders a rank's two
+        neighbours (previous, next) even where they are one rank, on 1 or 2 ranks."""
+        if self._ring is None:
+            self._ring = self.raw.Create_cart([self.size], periods=[True])
+        return self._ring
+
+    def halo(self, send, recv, counts, op) -> None:
+        send_counts, recv_counts = counts
+        self.ring().Neighbor_alltoallv(_bytes(send, send_counts), _bytes(recv, recv_counts))
+
     def start(self, kind, send, recv, counts, op) -> MPI.Request:
         raw = self.raw
+        if kind == "halo":
+            send_counts, recv_counts = counts
+            return self.ring().Ineighbor_alltoallv(_bytes(send, send_counts),
+                                                   _bytes(recv, recv_counts))
         if kind == "all_reduce":
             return raw.Iallreduce(MPI.IN_PLACE if send is recv else send, recv,
                                   self._op(op, recv.dtype))

@@ -157,6 +157,32 @@ class NCCL(HostMetadata):
         finally:
             self.nccl.groupEnd()
 
+    def halo(self, send, recv, counts, op) -> None:
+        """Grouped send/recv with the previous and next rank.  On one or two ranks both
+        neighbours are one peer, and NCCL matches a peer's messages in the order they are
+        posted: so the piece for the next rank goes first, as the receiver takes the piece
+        from its previous rank first."""
+        if not device.on_device(recv):
+            return self.host.halo(send, recv, counts, op)
+        size = recv.dtype.itemsize
+        (to_prev, to_next), (from_prev, from_next) = counts
+        prev, next_ = (self.rank - 1) % self.size, (self.rank + 1) % self.size
+        s, r = _flat(send), _flat(recv)
+        stream, byte = self._stream(), self.nccl.NCCL_UINT8
+        self.nccl.groupStart()
+        try:
+            if to_next:
+                self.comm.send(s.data.ptr + to_prev * size, to_next * size, byte, next_, stream)
+            if to_prev:
+                self.comm.send(s.data.ptr, to_prev * size, byte, prev, stream)
+            if from_prev:
+                self.comm.recv(r.data.ptr, from_prev * size, byte, prev, stream)
+            if from_next:
+                self.comm.recv(r.data.ptr + from_prev * size, from_next * size, byte, next_,
+                               stream)
+        finally:
+            self.nccl.groupEnd()
+
     def start(self, kind, send, recv, counts, op) -> Started:
         """Run ``kind`` on the side stream once the current stream's work is done."""
         if not device.on_device(recv):

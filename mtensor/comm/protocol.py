@@ -1,13 +1,16 @@
 """The Communicator protocol: what every backend of a mesh dim provides.
 
 A backend is one file with a class that satisfies this protocol, plus one line in
-``comm.BACKENDS``.  The four collective kinds of the step table (``steps.STEP_KINDS``) are
+``comm.BACKENDS``.  The five collective kinds of the step table (``steps.STEP_KINDS``) are
 methods with one uniform signature, ``(send, recv, counts, op)``, so the executors call
 ``getattr(communicator, kind)`` and the replay ``communicator.start(kind, ...)``:
 
 - ``counts``: None for ``all_reduce``; the element count of each rank's piece for
   ``all_gather`` and ``reduce_scatter`` (equal counts may take a faster path); the pair
-  ``(send_counts, recv_counts)`` for ``all_to_all``;
+  ``(send_counts, recv_counts)`` for ``all_to_all``, and for ``halo``, where each holds two
+  counts: (to/from the previous rank, to/from the next rank) of the mesh dim, a ring (the
+  previous of rank 0 is the last rank; a count of 0 sends nothing); ``send`` and ``recv``
+  hold the two pieces end to end, the previous rank's first;
 - ``op``: a reduce op name of ``placement.REDUCE_OPS`` for the kinds that reduce, else None.
 
 Buffers are C-contiguous arrays of the mesh's device; ``send is recv`` asks for an in-place
@@ -31,6 +34,8 @@ class Communicator(Protocol):
     def reduce_scatter(self, send, recv, counts: Sequence[int], op: str) -> None: ...
 
     def all_to_all(self, send, recv, counts, op: None) -> None: ...
+
+    def halo(self, send, recv, counts, op: None) -> None: ...
 
     def start(self, kind: str, send, recv, counts, op: Optional[str]) -> Any: ...
 

@@ -114,6 +114,9 @@ class Staged(HostMetadata):
     def all_to_all(self, send, recv, counts, op) -> None:
         self._staged("all_to_all", send, recv, counts, op)
 
+    def halo(self, send, recv, counts, op) -> None:
+        self._staged("halo", send, recv, counts, op)
+
     def start(self, kind, send, recv, counts, op) -> Started:
         """Copy down now, start the host collective, copy up in ``wait``."""
         if not device.on_device(recv):

@@ -18,7 +18,9 @@ from ..step_kinds import COLLECTIVES, STEP_KINDS
 
 def bus_bytes(kind: str, n: int, nbytes: int) -> int:
     """Bytes one rank moves for step ``kind`` on ``n`` ranks over an S-byte buffer (none on
-    one rank: the factor ``n - 1`` is 0)."""
+    one rank: the factor ``n - 1`` is 0); a halo exchange moves its edge slabs, ``nbytes``."""
+    if STEP_KINDS[kind].neighbours:
+        return nbytes if n > 1 else 0
     return STEP_KINDS[kind].bus_factor * (n - 1) * nbytes // n
 
 

@@ -53,7 +53,7 @@ def bucket_cost(kind: str, mesh_dim: int, n: int, bus_bytes: int, send_bytes: in
     """Price a bucket of collective ``kind`` on ``n`` ranks of ``mesh_dim`` moving
     ``bus_bytes`` per rank; a ``fused`` one first packs its ``send_bytes`` (and unpacks)."""
     alpha, beta = model.link(mesh_dim)
-    phases = max(1, STEP_KINDS[kind].bus_factor * (n - 1))
+    phases = 1 if STEP_KINDS[kind].neighbours else max(1, STEP_KINDS[kind].bus_factor * (n - 1))
     pack = 2 * send_bytes / model.copy_beta if fused else 0.0
     return BucketCost(mesh_dim, alpha + bus_bytes / beta, phases, START_OVERHEAD_S + pack,
                       model.rate(mesh_dim))

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 from numpy.lib.array_utils import normalize_axis_tuple
 
+from ..dispatch import dispatch
 from .elementwise import copy as _copy
-from .joins import concatenate
 from .shapes import getitem, ravel, reshape
 from .util import implements, refuse_dtensor_args
 
@@ -39,7 +39,9 @@ def flipud(m):
 
 @implements(np.roll)
 def roll(a, shift, axis=None):
-    """numpy's ``roll``: along each rolled axis, the concatenation of two slices."""
+    """numpy's ``roll``: one ``roll`` op per rolled axis (a split axis exchanges halos with
+    its neighbours when the shift is within a block, as a periodic stencil's; else it is
+    gathered); ``axis=None`` rolls the flattened array."""
     refuse_dtensor_args("roll", shift=shift, axis=axis)
     if axis is None:
         return reshape(roll(ravel(a), shift, 0), a.shape)
@@ -54,10 +56,9 @@ def roll(a, shift, axis=None):
     for ax, s in shifts.items():
         n = a.shape[ax]
         s %= n or 1
+        s = s - n if 2 * s > n else s      # the shorter way round: a window of fewer rows
         if s:
-            head = tuple(slice(n - s, None) if d == ax else slice(None) for d in range(a.ndim))
-            tail = tuple(slice(None, n - s) if d == ax else slice(None) for d in range(a.ndim))
-            out = concatenate([getitem(out, head), getitem(out, tail)], axis=ax)
+            out = dispatch("roll", (out,), (ax, s))
     return _copy(out) if out is a else out
 
 

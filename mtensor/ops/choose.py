@@ -16,6 +16,7 @@ from typing import List, Tuple
 
 from ..placement import Partial, Replicate, Shard, max_local_shape
 from .registry import Choice, OpCall
+from .windows import halo_plan
 
 
 @lru_cache(maxsize=8192)
@@ -40,7 +41,7 @@ def _price(call: OpCall, mesh_dim: int, choice: Choice, model) -> Tuple:
     again).  On equal prices fewer changed placements win, so a size-1 mesh dim (where every
     change is free) keeps the operands' layout; then a whole value beats partial terms.  An
     operand that is an earlier one again (``x * x``) is priced once: its block moves once."""
-    cost = 0.0
+    cost = 0.0 if choice.window is None else _halo_cost(call, mesh_dim, choice.window, model)
     moved = 0  # pragma: no mutate
     split = isinstance(choice.output, Shard)
     aliases = call.aliases
@@ -59,12 +60,33 @@ def _price(call: OpCall, mesh_dim: int, choice: Choice, model) -> Tuple:
     return split, cost, moved, isinstance(choice.output, Partial)
 
 
+def _halo_cost(call: OpCall, mesh_dim: int, window, model) -> float:
+    """A window's exchange: latency and the widest rank's edge rows (inf on another mesh
+    dim: the rule offers it on the one that splits the dim)."""
+    if window.mesh_dim != mesh_dim:
+        return math.inf
+    operand = call.operands[window.operand]
+    n = call.mesh_shape[mesh_dim]
+    plan = halo_plan(window, operand.shape[window.dim], n)
+    rows = max((r.to_prev[1] - r.to_prev[0]) + (r.to_next[1] - r.to_next[0]) for r in plan)
+    block = max_local_shape(operand.shape, call.mesh_shape, operand.placements)
+    per_row = math.prod(block) // max(block[window.dim], 1) * operand.dtype.itemsize
+    return model.step_time("halo", mesh_dim, n, rows * per_row) if rows else 0.0
+
+
 def choose(call: OpCall, choices, model, into=None):
     """(placements wanted for each operand, output placements, predicted seconds).
     ``into``: the output placements required (an out= target); None when no choice gives
     them."""
+    chosen = choose_windows(call, choices, model, into)
+    return None if chosen is None else chosen[:3]
+
+
+def choose_windows(call: OpCall, choices, model, into=None):
+    """:func:`choose`'s answer and the windows chosen (``Choice.window``), in mesh dim
+    order."""
     wanted: List[list] = [[] for _ in call.operands]
-    output, total = [], 0.0
+    output, total, windows = [], 0.0, []
     for mesh_dim in range(len(call.mesh_shape)):
         best, best_cost = None, (True, math.inf, 0, 0)
         for choice in choices:
@@ -82,4 +104,6 @@ def choose(call: OpCall, choices, model, into=None):
             wanted[j].append(want)
         output.append(best.output)
         total += best_cost[1]
-    return tuple(tuple(w) for w in wanted), tuple(output), total
+        if best.window is not None:
+            windows.append(best.window)
+    return tuple(tuple(w) for w in wanted), tuple(output), total, tuple(windows)

@@ -8,16 +8,27 @@ falls in its block into the sum's identity (``-0.0`` for floats: a read comes ba
 bit, signed zeros, infinities and NaN included), which makes ``P(sum)`` terms.  The cost
 model picks between them (gathering the input versus reducing the result), and the result
 then goes wherever the next op needs it: a later redistribution rebalances it into the
-array_split layout.
+array_split layout.  A slice of step 1 along a split dim (``U[2:]``, ``U[1:-1]``) is read
+through a window instead (``ops.windows``): its blocks are the input's shifted by a few rows,
+so a halo exchange of those rows with the neighbours gives the result split like the input,
+the stencil's pattern; a slice wider than that (a neighbour's block is not enough) gathers.
 """
 from __future__ import annotations
 
 import numpy as np
 
 from ..placement import REDUCE_OPS, Partial, Replicate, Shard, local_bounds, local_shape
-from .plans.indexing import block_plan, is_whole, plain_key, region_index, region_layout
+from .plans.indexing import (
+    block_plan,
+    is_advanced,
+    is_whole,
+    plain_key,
+    region_index,
+    region_layout,
+)
 from .registry import Choice, OpCall, Operand, Strategy, register, replicated, shard_along
 from .views import dim_map_choices
+from .windows import Window, halo_plan, is_split_once
 
 
 def _plain(entry):
@@ -33,8 +44,10 @@ def getitem_rule(call: OpCall) -> Strategy:
     region, whole_to, _ = region_layout(key, operand.shape)
     picked = [d for d, r in enumerate(whole_to) if r is None]
     choices = dim_map_choices(whole_to)
-    if operand.dtype.kind in "iufc":
+    windows = _window_choices(call, key, picked)
+    if operand.dtype.kind in "iufc" and not windows:
         choices += [Choice((Shard(p),), Partial("sum")) for p in picked]
+    choices += windows
 
     def kernel_for(in_layouts, out_layout, mesh):
         bounds = local_bounds(operand.shape, mesh.shape, in_layouts[0], mesh.coordinate)
@@ -44,7 +57,54 @@ def getitem_rule(call: OpCall) -> Strategy:
         mine = local_bounds(region, mesh.shape, out_layout, mesh.coordinate)
         return _fill_kernel(block_plan(key, operand.shape, bounds), mine)
 
-    return Strategy(region, choices, kernel_for=kernel_for)
+    def window_kernel_for(in_layouts, out_layout, mesh, chosen):
+        plain = list(plain_key(key)) + [Ellipsis]
+        for w in chosen:        # the window holds exactly the rows the slice takes
+            plain[_entry_of(key, w.dim)] = slice(None)
+        plain = tuple(plain)
+        return lambda a: a[plain]
+
+    return Strategy(region, choices, kernel_for=kernel_for,
+                    window_kernel_for=window_kernel_for)
+
+
+def _entry_of(key, dim: int) -> int:
+    """The position in ``key`` of the entry that indexes tensor dim ``dim``."""
+    d = -1
+    for at, entry in enumerate(key):
+        d += entry[0] != "n"
+        if d == dim:
+            return at
+    raise IndexError(dim)
+
+
+def _window_choices(call: OpCall, key, picked) -> list:
+    """A slice of step 1 along a split dim is read through a window (its rows are the
+    block's own shifted by a few: a halo exchange brings the neighbours'), when every
+    picked split dim can be; else none, and the gather or the partial terms decide."""
+    operand = call.operands[0]
+    if is_advanced(key):
+        return []
+    out, pos = [], -1
+    for at, entry in enumerate(key):
+        pos += entry[0] in "ns"
+        if entry[0] == "n":
+            continue
+        dim = sum(e[0] != "n" for e in key[:at])
+        if dim not in picked:
+            continue
+        mesh_dim = is_split_once(operand.placements, call.mesh_shape, dim)
+        split = any(p == Shard(dim) and n > 1
+                    for p, n in zip(operand.placements, call.mesh_shape))
+        if not split:
+            continue
+        if mesh_dim is None or entry[0] != "s" or entry[3] != 1:
+            return []
+        window = Window(0, mesh_dim, dim, max(entry[2] - entry[1], 0), entry[1])
+        if halo_plan(window, operand.shape[dim], call.mesh_shape[mesh_dim]) is None:
+            return []
+        out.append(Choice((Shard(dim),), Shard(pos), window=window))
+    return out
 
 
 def _no_terms(like, shape):

@@ -15,6 +15,7 @@ import numpy as np
 
 from ..placement import Placement, Replicate, Shard
 from ..spec import fmt_placements
+from .windows import Window
 
 Shape = Tuple[int, ...]
 Layout = Tuple[Placement, ...]
@@ -64,10 +65,13 @@ class OpCall:
 
 @dataclass(frozen=True)
 class Choice:
-    """One mesh dim's strategy: each operand's placement there, and the output's."""
+    """One mesh dim's strategy: each operand's placement there, and the output's.
+    ``window``: the operand is read through a window of rows along its split dim (a halo
+    exchange on this mesh dim brings the neighbours' rows: ``ops.windows``)."""
 
     inputs: Tuple[Placement, ...]
     output: Placement
+    window: Optional[Window] = None
 
 
 Kernel = Callable[..., object]
@@ -88,8 +92,11 @@ class Strategy:
     kernel_for: Optional[Callable] = None
     nout: int = 1
     into: Optional[Kernel] = None   # the kernel writing into its last argument (out=)
+    window_kernel_for: Optional[Callable] = None   # (..., windows): on the operands' windows
 
-    def bind(self, in_layouts, out_layout, mesh) -> Kernel:
+    def bind(self, in_layouts, out_layout, mesh, windows=()) -> Kernel:
+        if windows:
+            return self.window_kernel_for(in_layouts, out_layout, mesh, windows)
         if self.kernel_for is not None:
             return self.kernel_for(in_layouts, out_layout, mesh)
         return self.kernel

@@ -1,4 +1,4 @@
-"""Views and shape ops: transpose, reshape, expand_dims, squeeze, broadcast_to.
+"""Views and shape ops: transpose, reshape, expand_dims, squeeze, broadcast_to; and roll.
 
 These only move elements, so every Partial passes through, and a split dim keeps its split
 wherever the dim itself survives.  ``reshape`` keeps a split through a merge or split of dims
@@ -12,8 +12,9 @@ from typing import List, Tuple
 
 import numpy as np
 
-from ..placement import REDUCE_OPS, Partial, local_shape
+from ..placement import REDUCE_OPS, Partial, Shard, local_shape
 from .registry import Choice, OpCall, Strategy, normalize_axes, register, replicated, shard_along
+from .windows import Window, halo_plan, is_split_once
 
 
 def passthrough(nin: int = 1) -> List[Choice]:
@@ -137,3 +138,26 @@ def reshape_rule(call: OpCall) -> Strategy:
         mine = local_shape(shape, mesh.shape, out_layout, mesh.coordinate)
         return lambda a: a.reshape(mine)
     return Strategy(tuple(shape), dim_map_choices(in_to_out), kernel_for=kernel_for)
+
+
+@register("roll")
+def roll_rule(call: OpCall) -> Strategy:
+    """``np.roll`` along one axis: a split axis is read through a periodic window (each
+    block's rows are the input's ``shift`` rows earlier, the last rank's wrapping to the
+    first: one halo exchange), else gathered; other dims keep their split."""
+    axis, shift = call.params
+    operand = call.operands[0]
+    ndim = operand.ndim
+    choices = dim_map_choices([d if d != axis else None for d in range(ndim)])
+    mesh_dim = is_split_once(operand.placements, call.mesh_shape, axis)
+    if mesh_dim is not None:
+        n = operand.shape[axis]
+        window = Window(0, mesh_dim, axis, n, -shift, periodic=True)
+        if halo_plan(window, n, call.mesh_shape[mesh_dim]) is not None:
+            choices.append(Choice((Shard(axis),), Shard(axis), window=window))
+    return Strategy(operand.shape, choices, kernel=lambda a: np.roll(a, shift, axis),
+                    window_kernel_for=lambda *args: _same)
+
+
+def _same(a):
+    return a

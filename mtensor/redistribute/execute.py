@@ -32,7 +32,7 @@ def _front_axes(ndim, dim):
     return (dim,) + tuple(a for a in range(ndim) if a != dim)
 
 
-def _to_front(a: np.ndarray, dim: int) -> np.ndarray:
+def to_front(a: np.ndarray, dim: int) -> np.ndarray:
     """``a`` with ``dim`` moved to axis 0, C-contiguous (no copy when it already is)."""
     if dim == 0:
         return device.contiguous(a)
@@ -46,8 +46,8 @@ def _back_axes(ndim, dim):
     return tuple(range(1, dim + 1)) + (0,) + tuple(range(dim + 1, ndim))
 
 
-def _from_front(a: np.ndarray, dim: int) -> np.ndarray:
-    """Inverse of :func:`_to_front`."""
+def from_front(a: np.ndarray, dim: int) -> np.ndarray:
+    """Inverse of :func:`to_front`."""
     if dim == 0:
         return a
     moved = a.transpose(_back_axes(a.ndim, dim))
@@ -137,7 +137,7 @@ def _all_gather(step: Step, b: _RankPlan):
     rest = math.prod(full[:d] + full[d + 1:])
     counts = tuple(c * rest for c in shard_counts(full[d], b.mesh.shape[step.mesh_dim]))
     return b.collective(step, step.after, _front_shape(full, d), counts,
-                        lambda local: _to_front(local, d), lambda out: _from_front(out, d))
+                        lambda local: to_front(local, d), lambda out: from_front(out, d))
 
 
 def _reduce_scatter(step: Step, b: _RankPlan):
@@ -146,7 +146,7 @@ def _reduce_scatter(step: Step, b: _RankPlan):
     rest = math.prod(mine[:e] + mine[e + 1:])
     counts = tuple(c * rest for c in shard_counts(before[e], n))
     return b.collective(step, step.before, _front_shape(mine, e), counts,
-                        lambda local: _to_front(local, e), lambda out: _from_front(out, e))
+                        lambda local: to_front(local, e), lambda out: from_front(out, e))
 
 
 def _all_to_all(step: Step, b: _RankPlan):
@@ -160,7 +160,7 @@ def _all_to_all(step: Step, b: _RankPlan):
     recv_counts = tuple(c * per_d for c in shard_counts(mine[d], n))
     pack = _pack_even(before, d, e, n) if before[e] % n == 0 else _pack_uneven(before, d, e, n, send_counts)
     return b.collective(step, step.before, _front_shape(mine, d), (send_counts, recv_counts),
-                        pack, lambda out: _from_front(out, d))
+                        pack, lambda out: from_front(out, d))
 
 
 def _pack_even(shape, d, e, n):

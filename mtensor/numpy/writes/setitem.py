@@ -32,6 +32,7 @@ from ...ops.plans.indexing import (
 )
 from ...placement import Partial, local_bounds, local_offset, reduced
 from ...spec import check_same_mesh, fmt_placements
+from .windows import window_block, windowed_value
 
 _KINDS = "biufc"   # numpy's order of kinds for same_kind casting of Python scalars
 
@@ -187,7 +188,7 @@ def assign(target: DTensor, entries, value, casting=None, op: str = "setitem",
         local = offsets = None
     elif type(value) is DTensor:
         check_same_mesh(op, target.device_mesh, value.device_mesh)
-        local = _value_block(value, region, want, op)
+        local, offsets = _value_block(value, region, want, op, target, entries, offsets)
     else:
         value = device.to_device(value if device.is_block(value) else np.asarray(value),
                                  target.device_mesh.device_type)
@@ -237,8 +238,9 @@ def _plan(spec, entries):
     return region, want, block_key, region_key, offsets
 
 
-def _value_block(value: DTensor, region, want, op: str):
-    """The value broadcast to the region and laid out as ``want``: this rank's block."""
+def _value_block(value: DTensor, region, want, op: str, target, entries, offsets):
+    """The value broadcast to the region and laid out as ``want`` (or read through windows
+    where the key slices a split dim: :mod:`.windows`): (this rank's block, its offsets)."""
     shape = check_value_shape(op, value.shape, region)
     if shape != value.shape:
         value = dispatch("reshape", (value,), (shape,))
@@ -246,7 +248,11 @@ def _value_block(value: DTensor, region, want, op: str):
         value = dispatch("broadcast_to", (value,), (tuple(region),))
     if value._view is not None:
         views.sync(value)
-    return relayout(value, want)._local
+    plan = windowed_value(target, entries, value, want, offsets)
+    if plan is None:
+        return relayout(value, want)._local, offsets
+    want, windows, offsets = plan
+    return window_block(relayout(value, tuple(want)), want, windows), tuple(offsets)
 
 
 def _constant_term(target, value):
