@@ -65,7 +65,7 @@ else:
     state["w"] += 1.0                # the training goes on: not in the checkpoint
     if mode == "background":
         handle.wait()
-print("saved", step, flush=True)
+print(f"saved {step}", flush=True)   # one write: ranks print at once
 """
 
 # (victim rank, hook, nth call): every phase of a save, on the rank that runs it
