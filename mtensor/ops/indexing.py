@@ -20,6 +20,7 @@ import numpy as np
 from ..placement import REDUCE_OPS, Partial, Replicate, Shard, local_bounds, local_shape
 from .plans.indexing import (
     block_plan,
+    indexed_dims,
     is_advanced,
     is_whole,
     plain_key,
@@ -70,12 +71,7 @@ def getitem_rule(call: OpCall) -> Strategy:
 
 def _entry_of(key, dim: int) -> int:
     """The position in ``key`` of the entry that indexes tensor dim ``dim``."""
-    d = -1
-    for at, entry in enumerate(key):
-        d += entry[0] != "n"
-        if d == dim:
-            return at
-    raise IndexError(dim)
+    return next(at for at, _, d, _ in indexed_dims(key) if d == dim)
 
 
 def _window_choices(call: OpCall, key, picked) -> list:
@@ -85,19 +81,12 @@ def _window_choices(call: OpCall, key, picked) -> list:
     operand = call.operands[0]
     if is_advanced(key):
         return []
-    out, pos = [], -1
-    for at, entry in enumerate(key):
-        pos += entry[0] in "ns"
-        if entry[0] == "n":
-            continue
-        dim = sum(e[0] != "n" for e in key[:at])
-        if dim not in picked:
+    out = []
+    for _, entry, dim, pos in indexed_dims(key):
+        if dim not in picked or not any(p == Shard(dim) and n > 1 for p, n in
+                                        zip(operand.placements, call.mesh_shape)):
             continue
         mesh_dim = is_split_once(operand.placements, call.mesh_shape, dim)
-        split = any(p == Shard(dim) and n > 1
-                    for p, n in zip(operand.placements, call.mesh_shape))
-        if not split:
-            continue
         if mesh_dim is None or entry[0] != "s" or entry[3] != 1:
             return []
         window = Window(0, mesh_dim, dim, max(entry[2] - entry[1], 0), entry[1])

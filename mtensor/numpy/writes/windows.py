@@ -5,6 +5,7 @@ start, so a halo exchange of a few of ``V``'s rows brings them (``ops.windows``)
 gathering ``V`` whole would move it all."""
 from __future__ import annotations
 
+from ...ops.plans.indexing import indexed_dims, is_advanced
 from ...ops.windows import Window, halo_plan, is_split_once
 from ...placement import Shard, local_bounds
 from ...redistribute.halo import bind_windows
@@ -14,17 +15,12 @@ def windowed_value(target, entries, value, want, offsets):
     """(the value's layout, its windows, its block's offsets in the region), or None when
     no mesh dim reads it through a window.  ``value`` is broadcast to the region;
     ``want``/``offsets``: the layout and offsets the write would otherwise use."""
-    if any(e[0] == "a" for e in entries):
+    if is_advanced(entries):
         return None
     mesh = target.device_mesh
     bounds = local_bounds(target.shape, mesh.shape, target.placements, mesh.coordinate)
     want, offsets, windows = list(want), list(offsets), []
-    pos, dim = -1, -1
-    for entry in entries:
-        pos += entry[0] in "ns"
-        if entry[0] == "n":
-            continue
-        dim += 1
+    for _, entry, dim, pos in indexed_dims(entries):
         i = is_split_once(target.placements, mesh.shape, dim)
         if i is None or entry[0] != "s" or entry[3] != 1:
             continue

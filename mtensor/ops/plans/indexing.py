@@ -110,6 +110,18 @@ def is_advanced(entries) -> bool:
     return any(e[0] == "a" for e in entries)
 
 
+def indexed_dims(entries):
+    """``(position in the key, entry, tensor dim, result dim)`` of each entry that indexes a
+    dim (None entries make a result dim and index none; an int's result dim is where the
+    next one goes)."""
+    dim, pos = -1, -1
+    for at, entry in enumerate(entries):
+        pos += entry[0] in "ns"
+        if entry[0] != "n":
+            dim += 1
+            yield at, entry, dim, pos
+
+
 def is_whole(entry, size) -> bool:
     return entry[0] == "s" and entry[1:] == (0, size, 1)
 
