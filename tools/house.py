@@ -20,7 +20,8 @@ PACKAGE = ROOT / "mtensor"
 LAYERS = [
     ("values", ["mtensor.placement", "mtensor.spec", "mtensor.step_kinds", "mtensor.modes",
                 "mtensor.pytree", "mtensor.version", "mtensor.testing.fakecupy"]),
-    ("substrate", ["mtensor.device", "mtensor.cost", "mtensor.comm", "mtensor.ops"]),
+    ("substrate", ["mtensor.device", "mtensor.cost", "mtensor.comm", "mtensor.ops",
+                   "mtensor.fusion"]),
     ("decisions bound to ranks", ["mtensor.mesh", "mtensor.redistribute", "mtensor.overlap"]),
     ("the tensor", ["mtensor.views", "mtensor.dtensor", "mtensor.dispatch", "mtensor.decide",
                     "mtensor.debug", "mtensor.halo"]),
