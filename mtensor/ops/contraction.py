@@ -6,7 +6,8 @@ Each op is first written as einsum subscripts (one label per dim), then on one m
 - a contracted label split on every operand that has it gives partial sums: ``P(sum)``;
 - the op is linear in each operand, so one operand's partial terms times whole operands give
   partial terms of the result.
-The local kernel is always the numpy function itself on the local blocks.
+The local kernel is the numpy function on the local blocks, or one GEMM on 2-D views of
+them where that gives the same product without copies (``ops.gemm``).
 """
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from typing import List, Sequence, Tuple
 import numpy as np
 
 from ..placement import Partial, Replicate
+from .gemm import gemm_kernel
 from .registry import (
     Choice,
     OpCall,
@@ -149,7 +151,10 @@ def _big(ops) -> bool:
 @register(*_KERNELS)
 def contraction_rule(call: OpCall) -> Strategy:
     inputs, output, broadcast = einsum_form(call)
-    return contraction(call, inputs, output, _KERNELS[call.name](call.params), broadcast)
+    kernel = _KERNELS[call.name](call.params)
+    if not broadcast:
+        kernel = gemm_kernel(inputs, output, kernel)
+    return contraction(call, inputs, output, kernel, broadcast)
 
 
 def parse_einsum(call: OpCall, subscripts: str) -> Tuple[Tuple[str, ...], str, str]:

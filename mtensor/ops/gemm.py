@@ -1,0 +1,103 @@
+"""Two-operand contractions run as one BLAS GEMM on 2-D views of the blocks.
+
+numpy's ``matmul`` loops a GEMM per matrix of a stack (``x @ w`` with ``x`` of shape
+``(b, t, d)`` runs ``b`` small products), and ``einsum(optimize=True)`` goes through
+``tensordot``, which copies an operand whose contracted dims are not last.  When the
+contracted labels form one block of each operand (first or last, in the same order) and no
+label is batched, both operands are 2-D views without copies: ``(M, K) @ (K, N)``, either
+side possibly transposed (BLAS takes the transpose as a flag), and the result is its
+reshape, transposed as a view to the output's label order.  Otherwise (batch labels,
+repeated labels, blocks that do not reshape without a copy) the numpy function runs.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable, Optional, Sequence
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class GemmPlan:
+    """How to view the operands: ``a_k_last`` (a is (free, K)) or (K, free); ``b_k_first``
+    (b is (K, free)) or (free, K); how many free dims each has; the output's permutation of
+    (a's free dims, b's free dims), None when it is that order."""
+
+    a_k_last: bool
+    b_k_first: bool
+    a_free: int
+    b_free: int
+    perm: Optional[tuple]
+
+
+def gemm_plan(inputs: Sequence[str], output: str) -> Optional[GemmPlan]:
+    """The plan of einsum ``inputs -> output`` as one GEMM, or None."""
+    if len(inputs) != 2:
+        return None
+    a, b = inputs
+    if len(set(a)) != len(a) or len(set(b)) != len(b) or len(set(output)) != len(output):
+        return None
+    k = [c for c in a if c in b]
+    a_free, b_free = [c for c in a if c not in k], [c for c in b if c not in k]
+    if any(c in output for c in k) or sorted(output) != sorted(a_free + b_free):
+        return None
+    ka, kb = [c for c in a if c in k], [c for c in b if c in k]
+    if ka != kb:
+        return None
+    a_k_last = _layout(a, a_free, ka)
+    b_k_first = _layout(b, kb, b_free)
+    if a_k_last is None or b_k_first is None:
+        return None
+    order = a_free + b_free
+    perm = tuple(order.index(c) for c in output)
+    if len(a) == len(b) == len(output) == 2 and a_k_last and b_k_first and perm == (0, 1):
+        return None              # already a plain 2-D product
+    return GemmPlan(a_k_last, b_k_first, len(a_free), len(b_free),
+                    None if perm == tuple(range(len(perm))) else perm)
+
+
+def _layout(labels, first, second) -> Optional[bool]:
+    """True when ``labels`` are ``first`` then ``second``, False when the other way round."""
+    if list(labels) == first + second:
+        return True
+    if list(labels) == second + first:
+        return False
+    return None
+
+
+def gemm_kernel(inputs: Sequence[str], output: str, fallback: Callable) -> Callable:
+    """A kernel running the contraction as one GEMM where it can, ``fallback`` elsewhere;
+    with the operands' roles swapped where that writes the output in its own order
+    (``aik,aij->jk`` as ``(aij)^T (aik)``, not the transpose of ``(aik)^T (aij)``)."""
+    plan = gemm_plan(inputs, output)
+    if plan is None:
+        return fallback
+    swapped = gemm_plan(inputs[::-1], output) if plan.perm is not None else None
+    if swapped is not None and swapped.perm is None:
+        def kernel(a, b):
+            out = run_gemm(swapped, b, a)
+            return fallback(a, b) if out is None else out
+        return kernel
+
+    def kernel(a, b):
+        out = run_gemm(plan, a, b)
+        return fallback(a, b) if out is None else out
+    return kernel
+
+
+def run_gemm(plan: GemmPlan, a, b):
+    """``plan`` on blocks ``a`` and ``b``; None when a block cannot be viewed in 2-D."""
+    a_free = a.shape[:plan.a_free] if plan.a_k_last else a.shape[a.ndim - plan.a_free:]
+    b_free = b.shape[b.ndim - plan.b_free:] if plan.b_k_first else b.shape[:plan.b_free]
+    k = math.prod(a.shape[plan.a_free:] if plan.a_k_last else a.shape[:a.ndim - plan.a_free])
+    m, n = math.prod(a_free), math.prod(b_free)
+    try:
+        left = a.reshape((m, k), copy=False) if plan.a_k_last else a.reshape(
+            (k, m), copy=False).T
+        right = b.reshape((k, n), copy=False) if plan.b_k_first else b.reshape(
+            (n, k), copy=False).T
+    except (ValueError, TypeError):
+        return None
+    out = np.matmul(left, right).reshape(a_free + b_free)
+    return out if plan.perm is None else out.transpose(plan.perm)

@@ -1,0 +1,64 @@
+"""Two-operand contractions as one GEMM on 2-D views (``ops.gemm``): which subscripts take
+it, and that it gives numpy's einsum on contiguous and strided blocks (no MPI)."""
+import numpy as np
+import pytest
+
+from mtensor.ops.gemm import gemm_kernel, gemm_plan
+
+GEMM = ["btd,dhk->bhtk", "aik,jk->aij", "aik,aij->jk", "ij,kj->ik", "i,i->", "ij,j->i",
+        "bik,k->bi", "kb,kc->bc", "btd,dhk->btkh", "ijk,jk->i", "ij,kl->ijkl"]
+NUMPY = ["bhtk,btd->dhk", "ij,jk->ik", "abik,abjk->abij", "ii,ij->j", "ij,jk->k",
+         "ijk,ikl->jl", "ijk,kj->i"]
+
+
+def _einsum(spec):
+    return lambda a, b: np.einsum(spec, a, b)
+
+
+def _shapes(spec, rng):
+    ins, _ = spec.split("->")
+    size = {c: int(rng.integers(1, 5)) for c in set(ins.replace(",", ""))}
+    return [tuple(size[c] for c in s) for s in ins.split(",")]
+
+
+@pytest.mark.parametrize("spec", GEMM)
+def test_gemm_subscripts_give_numpys_einsum(spec):
+    rng = np.random.default_rng(0)
+    ins, out = spec.split("->")
+    assert gemm_plan(ins.split(","), out) is not None
+    kernel = gemm_kernel(ins.split(","), out, _einsum(spec))
+    for _ in range(5):
+        a, b = (rng.standard_normal(s) for s in _shapes(spec, rng))
+        got, want = kernel(a, b), np.einsum(spec, a, b)
+        assert got.shape == want.shape and np.allclose(got, want, rtol=1e-13, atol=1e-13)
+
+
+@pytest.mark.parametrize("spec", NUMPY)
+def test_batched_repeated_or_interleaved_labels_stay_numpys(spec):
+    ins, out = spec.split("->")
+    assert gemm_plan(ins.split(","), out) is None
+
+
+def test_blocks_that_do_not_view_in_2d_fall_back():
+    calls = []
+
+    def fallback(a, b):
+        calls.append(1)
+        return np.einsum("aik,kj->aij", a, b)
+
+    kernel = gemm_kernel(["aik", "kj"], "aij", fallback)
+    rng = np.random.default_rng(1)
+    strided = rng.standard_normal((4, 3, 3))[:, :2, :]      # (a, i) cannot merge
+    b = rng.standard_normal((3, 5))
+    assert np.allclose(kernel(strided, b), np.einsum("aik,kj->aij", strided, b))
+    assert calls == [1]
+    transposed = rng.standard_normal((3, 2 * 4)).T.reshape(2, 4, 3)   # merges: a view
+    assert np.allclose(kernel(transposed, b), np.einsum("aik,kj->aij", transposed, b))
+    assert np.allclose(kernel(np.zeros((0, 4, 3)), b), np.zeros((0, 4, 5)))
+
+
+def test_the_output_comes_in_its_own_order_when_swapping_the_operands_gives_it():
+    kernel = gemm_kernel(["aik", "aij"], "jk", _einsum("aik,aij->jk"))
+    rng = np.random.default_rng(2)
+    out = kernel(rng.standard_normal((2, 3, 4)), rng.standard_normal((2, 3, 5)))
+    assert out.shape == (5, 4) and out.flags.c_contiguous
