@@ -55,7 +55,7 @@ def run_decision(name: str, operands, params, decision, keep=None, seen=None):
             result = decision.kernel(*blocks)
         else:
             result = tracer.call(name, decision.kernel, blocks, decision.nout,
-                                 detail=_strategy(decision, seen))
+                                 detail=_strategy(decision, seen), params=params)
     if decision.nout > 1:
         out = tuple(_wrap(r, decision) for r in result)
     elif is_block(result) and result.dtype in decision.specs:
@@ -90,7 +90,7 @@ def dispatch_into(name: str, operands, params, target) -> bool:
         decision.into(*blocks)
     else:
         modes.active.tracer.call(name, decision.into, blocks, 0, "effect",
-                                 _strategy(decision, operands))
+                                 _strategy(decision, operands), params)
     if modes.active.autoshard is not None and not decision.mesh.is_local:
         modes.active.autoshard.ran(name, operands, params, None, target=target)
     return True

@@ -6,12 +6,13 @@ one ``Testall``: MPICH and Open MPI advance a started collective only inside MPI
 that poll (about a microsecond) is what lets a transfer move while numpy computes.  The end
 time of every instruction is kept, from which ``export_trace`` draws the spans.
 
-An arithmetic ufunc whose operand dies at it writes its result into that operand's block
-(``out=``) when nothing else holds the block (no view, no DTensor, no pool: the replay's own
-reference is the only one) and the block has the shape, dtype and strides the result had
-when it was fresh: the replay then reuses warm memory instead of a fresh allocation per
-elementwise op, and every later op sees the same array, so the bits stay eager's (a block
-of other strides would change the order later reductions add in).
+A node whose operand may take its result (``Node.into``, the in-place pass's) writes it
+into that operand's block (``out=``) when the operand dies at that instruction, nothing
+else holds the block (no view, no DTensor, no pool: the replay's own reference is the only
+one) and the block has the shape, dtype and strides the result had when it was fresh: the
+replay then reuses warm memory instead of a fresh allocation per elementwise op, and every
+later op sees the same array, so the bits stay eager's (a block of other strides would
+change the order later reductions add in).
 """
 from __future__ import annotations
 
@@ -26,8 +27,6 @@ from ..device.arrays import is_block
 from .buckets import Bucket
 
 _COMPUTE, _START, _WAIT, _RUN = range(4)
-REUSE = frozenset({np.add, np.subtract, np.multiply, np.true_divide, np.negative,
-                   np.positive, np.absolute, np.maximum, np.minimum, np.sqrt, np.square})
 
 
 class Replay:
@@ -49,7 +48,8 @@ class Replay:
         self.steps = [(_COMPUTE, (nodes[k].fn, nodes[k].ins, nodes[k].outs))
                       if what == "compute" else (kinds[what], k) for what, k in program]
         self.frees = self._last_uses(nodes, program, graph)
-        self.into = [_dying_operands(step, free) for step, free in zip(self.steps, self.frees)]
+        self.into = [tuple(s for s in nodes[k].into if s in free) if what == "compute" else ()
+                     for (what, k), free in zip(program, self.frees)]
         # per instruction: a start or run whose bucket's input dies there (may reduce in place)
         self.dying = [what in (_START, _RUN) and self.buckets[arg].ins[0] in free
                       for (what, arg), free in zip(self.steps, self.frees)]
@@ -226,16 +226,3 @@ def _references(env, slot) -> int:
 # What ``_references`` reads for a block only the env list holds: measured through the same
 # function, not assumed (interpreters count the references of a call differently)
 _ALONE = _references([np.empty(1)], 0)
-
-
-def _dying_operands(step, free) -> tuple:
-    """The operand slots of a ``REUSE`` ufunc step that die at it (candidates for its
-    ``out=``); () for any other step."""
-    what, arg = step
-    if what != _COMPUTE:
-        return ()
-    fn, ins, outs = arg
-    if fn not in REUSE or len(outs) != 1:
-        return ()
-    return tuple(s for s in dict.fromkeys(ins) if s in free)
-

@@ -30,6 +30,7 @@ from ..overlap.replay import Replay
 from ..overlap.schedule import plan_schedule
 from ..pytree import flatten, structure
 from .graph import Graph
+from .passes import pass_names, run_passes
 from .prefetch import PrefetchOptions
 from .tracer import Tracer
 
@@ -38,7 +39,7 @@ _MB = 1 << 20
 
 def compile(fn=None, *, bucket_cap_mb="auto", first_bucket_mb: float = 1,
             overlap="auto", inflight_cap_mb: float = 100, prefetch="auto",
-            reshard_after_forward="auto", memory_budget=None):
+            reshard_after_forward="auto", memory_budget=None, passes="exact"):
     """``fn`` traced once per input signature and replayed with bucketed, overlapped
     collectives; usable as ``mt.compile(fn, ...)`` or as a decorator ``@mt.compile(...)``.
 
@@ -60,10 +61,18 @@ def compile(fn=None, *, bucket_cap_mb="auto", first_bucket_mb: float = 1,
     gather at its earliest).  ``reshard_after_forward``: drop each gathered copy after the forward and
     gather again in the backward (True), keep it (False), or "auto": reshard when the
     arguments plus the copies kept for the backward exceed ``memory_budget`` (bytes or
-    "4GiB"; None: keep)."""
+    "4GiB"; None: keep).
+
+    ``passes``: the graph passes run on the trace before bucketing (``trace_compile.passes``):
+    ``"exact"`` (default: constant folding, exact algebraic simplification, common
+    subexpressions, dead code, in-place accumulation; the replay equals the eager step bit
+    for bit), ``"fast"`` (also rewrites that may change the last bit: ``x + 0``,
+    ``x ** 2``/``x ** 3`` as products, a sum of a broadcast as a product), ``None``, or a
+    sequence of pass names; ``explain`` shows what each did."""
     options = dict(bucket_cap_mb=bucket_cap_mb, first_bucket_mb=first_bucket_mb,
                    overlap=overlap, inflight_cap_mb=inflight_cap_mb, prefetch=prefetch,
-                   reshard_after_forward=reshard_after_forward, memory_budget=memory_budget)
+                   reshard_after_forward=reshard_after_forward, memory_budget=memory_budget,
+                   passes=passes)
     if fn is None:
         return lambda f: Compiled(f, **options)
     return Compiled(fn, **options)
@@ -87,11 +96,12 @@ class _Traced:
     """One signature's graph and its replay."""
 
     def __init__(self, graph: Graph, buckets, program, replay: Replay, seconds, chosen_by,
-                 prefetch=None):
+                 prefetch=None, passes=()):
         self.graph, self.buckets, self.program, self.replay = graph, buckets, program, replay
         self.seconds = seconds          # per node: the slowest rank's when auto agreed them
         self.chosen_by = chosen_by      # how the buckets were chosen, for explain
         self.prefetch = prefetch        # Prefetch: the parameter gathers' depth and resharding
+        self.passes = passes            # PassReport per graph pass, in order
 
 
 class Compiled:
@@ -103,8 +113,10 @@ class Compiled:
     inputs (no dispatch, no planning).  Eager and replayed results are bit for bit alike."""
 
     def __init__(self, fn, bucket_cap_mb, first_bucket_mb, overlap, inflight_cap_mb,
-                 prefetch="auto", reshard_after_forward="auto", memory_budget=None):
+                 prefetch="auto", reshard_after_forward="auto", memory_budget=None,
+                 passes="exact"):
         functools.update_wrapper(self, fn)
+        self.passes = pass_names(passes)
         self.gathers = PrefetchOptions(prefetch, reshard_after_forward, memory_budget)
         self.fn, self.overlap = fn, overlap
         if overlap not in (True, False, "auto"):
@@ -184,7 +196,9 @@ class Compiled:
         meshes = [leaf.device_mesh for leaf in leaves + out_leaves if type(leaf) is DTensor]
         graph = Graph(self.fn.__name__, tracer.nodes, len(tracer.values), tracer.consts,
                       inputs, outputs, rebuild, meshes[0] if meshes else None,
-                      _nbytes(leaves), _nbytes(out_leaves))
+                      _nbytes(leaves), _nbytes(out_leaves), tracer.avals(),
+                      tracer.private_consts())
+        graph, reports = run_passes(graph, self.passes)
         graph, resharded = self.gathers.resharded(graph)
         seconds = agreed_seconds(graph) if self.auto else None
         agreed = seconds is not None
@@ -203,7 +217,7 @@ class Compiled:
         program = plan_schedule(graph.nodes, buckets, overlaps, self.inflight_cap,
                                 chosen.limits)
         return result, _Traced(graph, buckets, program, Replay(graph, buckets, program),
-                               seconds, chosen_by, chosen)
+                               seconds, chosen_by, chosen, reports)
 
     def _overlaps(self, nodes, buckets):
         """Per bucket: whether it may start early and be waited for late."""

@@ -5,7 +5,7 @@ or a collective (``fn`` is the executor's ``Collective``: prepare, MPI call, fin
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Dict, Tuple
 
 from ..cost.model import get_cost_model
@@ -26,6 +26,8 @@ class Node:
     seconds: float         # how long it took while tracing (explain's prediction)
     detail: str = ""       # an op's strategy: the placements it ran on and produced
     where: Tuple[str, str] = ("", "forward")   # the debug.region and phase it ran in
+    params: tuple = ()     # the op's static params (axis, subscripts, ...), as dispatched
+    into: Tuple[int, ...] = ()   # operands that may take the result (``passes.inplace``)
 
 
 @dataclass
@@ -44,6 +46,8 @@ class Graph:
     mesh: Any = None       # the mesh of the DTensors it takes or returns
     input_bytes: int = 0   # this rank's bytes of the array arguments and results
     output_bytes: int = 0
+    avals: list = field(default_factory=list)   # slot -> (shape, dtype) of its array, or None
+    private: frozenset = frozenset()   # constant slots nothing outside the graph holds
 
     def collectives(self):
         return [n for n in self.nodes if n.kind == "collective"]

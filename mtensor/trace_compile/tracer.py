@@ -9,7 +9,9 @@ held by reference.  Every array stays alive until the trace ends, so identities 
 """
 from __future__ import annotations
 
+import sys
 import time
+from collections import Counter
 
 import numpy as np
 
@@ -55,10 +57,12 @@ class Tracer:
         self.consts[slot] = value
         return slot
 
-    def call(self, name: str, fn, args, nout: int = 1, kind: str = "compute", detail: str = ""):
+    def call(self, name: str, fn, args, nout: int = 1, kind: str = "compute", detail: str = "",
+             params: tuple = ()):
         """Run ``fn(*args)`` and record it; ``nout`` results (0: ``fn`` works in place).
         Results that are not arrays (numpy reductions return scalars) are made arrays, and
-        so is the recorded function, so the graph holds exactly the arrays DTensors wrap."""
+        so is the recorded function, so the graph holds exactly the arrays DTensors wrap.
+        ``params``: the op's static params, for the graph passes."""
         ins = tuple(self.ref(a) for a in args)
         start = time.perf_counter()
         result = fn(*args)
@@ -69,7 +73,8 @@ class Tracer:
             produced = tuple(np.asarray(r) for r in produced)
             result = produced[0] if nout == 1 else produced
         self.nodes.append(Node(kind, name, fn, ins, tuple(self._new(r) for r in produced),
-                               seconds, detail, (modes.active.region, modes.active.phase)))
+                               seconds, detail, (modes.active.region, modes.active.phase),
+                               params))
         return result
 
     def collective(self, collective, local, out, seconds: float) -> None:
@@ -80,7 +85,45 @@ class Tracer:
                                where=(modes.active.region, modes.active.phase)))
 
 
+    def avals(self) -> list:
+        """Per slot, (shape, dtype) of the array it held while tracing, or None."""
+        return [(v.shape, v.dtype) if is_block(v) else None for v in self.values]
+
+    def private_consts(self) -> frozenset:
+        """The constant slots whose values nothing but the trace holds (a block made inside
+        the step, a Python scalar), so no later write from outside can change them: the
+        passes may compute with their values once.  Read right after the trace, while the
+        step's own DTensors are gone."""
+        views = Counter(id(v.base) for v in self.values
+                        if is_block(v) and getattr(v, "base", None) is not None)
+        return frozenset(s for s in self.consts
+                         if _private(self.consts, s, views.get(id(self.consts[s]), 0)))
+
+
 def _as_arrays(fn, nout: int):
     if nout == 1:
         return lambda *args: np.asarray(fn(*args))
     return lambda *args: tuple(np.asarray(r) for r in fn(*args))
+
+
+def _private(consts, slot, views: int) -> bool:
+    """Whether ``consts[slot]`` is a scalar, or an array owning its memory that only the
+    tracer holds, itself and through ``views`` views of it the trace made (no local name
+    here may hold it: the count would grow by one)."""
+    if not is_block(consts[slot]):
+        return True
+    if getattr(consts[slot], "base", None) is not None:
+        return False
+    return _references(consts, slot) <= _HELD_BY_TRACE + views
+
+
+def _references(consts, slot) -> int:
+    return sys.getrefcount(consts[slot])
+
+
+# what ``_references`` reads for a constant only the tracer holds (its values list and
+# consts dict): measured through the same function, not assumed
+_probe = Tracer()
+_probe.ref(np.empty(1))
+_HELD_BY_TRACE = _references(_probe.consts, 0)
+del _probe

@@ -1,0 +1,36 @@
+"""In-place accumulation: a ufunc whose operand dies at it may write its result into that
+operand's block (``g = g + t`` runs as ``g += t`` when nothing else reads ``g``).
+
+The pass names, per node, the operands that may take the result (``Node.into``): read for
+the last time there, made by a node of the step (not an argument or a constant), and the
+op one of ``REUSE``.  The replay takes one only when, at run time, nothing but the replay
+holds its block (no view of it, no DTensor: a reference count) and the block has the
+shape, dtype and strides the result had when fresh, so every later op sees what eager code
+saw, bit for bit.  Gradients summed over a step's uses, residual additions and elementwise
+chains then reuse warm memory instead of a fresh array per op.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+
+from .slots import reads
+
+REUSE = frozenset({np.add, np.subtract, np.multiply, np.true_divide, np.negative,
+                   np.positive, np.absolute, np.maximum, np.minimum, np.sqrt, np.square})
+
+
+def run(graph):
+    left = reads(graph.nodes, graph.outputs)
+    made = {s for n in graph.nodes if n.kind == "compute" for s in n.outs}
+    nodes, marked = [], 0
+    for node in graph.nodes:
+        left.subtract(node.ins)
+        if node.kind == "compute" and node.fn in REUSE and len(node.outs) == 1:
+            into = tuple(s for s in dict.fromkeys(node.ins) if s in made and left[s] == 0)
+            if into:
+                node = replace(node, into=into)
+                marked += 1
+        nodes.append(node)
+    return replace(graph, nodes=nodes), {"may_write_in_place": marked} if marked else {}
