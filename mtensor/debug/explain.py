@@ -76,6 +76,7 @@ class Explanation:
                      for n in needed_by.get(None, ())]
         self.chosen_by = traced.chosen_by
         self.prefetch = traced.prefetch
+        self.passes = traced.passes
         self.timed = ("this rank's latest replays" if traced.replay.history
                       else "the trace (no replay yet)")
         self.timeline = _timeline(traced, model)
@@ -118,6 +119,7 @@ class Explanation:
                                              self.totals.items()) or "no collectives"))
         if self.prefetch is not None and self.prefetch.gathers:
             lines.append(f"parameters: {self.prefetch}")
+        lines += _pass_lines(self.passes)
         lines += ["", f"buckets ({self.chosen_by}); predicted times from the step's start, "
                       f"compute timed in {self.timed}:",
                   f"{'bucket':>6}  {'collective':<14} {'mesh dim':>8} {'backend':<10} "
@@ -133,6 +135,20 @@ class Explanation:
         return "\n".join(lines)
 
     __repr__ = __str__
+
+
+def _pass_lines(reports) -> list:
+    """The graph passes' table: compute ops and the bytes of the temporaries they make,
+    before and after each pass, and what it did."""
+    if not reports:
+        return ["", "graph passes: none"]
+    lines = ["", "graph passes (compute ops, bytes of temporaries: before -> after):"]
+    for r in reports:
+        did = ", ".join(f"{k.replace('_', ' ')} " + (_size(v) if k.endswith("bytes") else str(v))
+                        for k, v in r.counts.items()) or "nothing to do"
+        lines.append(f"  {r.name:<14} {r.nodes_before:>5} -> {r.nodes_after:<5} "
+                     f"{_size(r.bytes_before):>10} -> {_size(r.bytes_after):<10}  {did}")
+    return lines
 
 
 def _timeline(traced, model):

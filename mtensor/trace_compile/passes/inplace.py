@@ -15,7 +15,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from .slots import reads
+from .slots import nbytes, reads
 
 REUSE = frozenset({np.add, np.subtract, np.multiply, np.true_divide, np.negative,
                    np.positive, np.absolute, np.maximum, np.minimum, np.sqrt, np.square})
@@ -24,7 +24,7 @@ REUSE = frozenset({np.add, np.subtract, np.multiply, np.true_divide, np.negative
 def run(graph):
     left = reads(graph.nodes, graph.outputs)
     made = {s for n in graph.nodes if n.kind == "compute" for s in n.outs}
-    nodes, marked = [], 0
+    nodes, marked, reusable = [], 0, 0
     for node in graph.nodes:
         left.subtract(node.ins)
         if node.kind == "compute" and node.fn in REUSE and len(node.outs) == 1:
@@ -32,5 +32,7 @@ def run(graph):
             if into:
                 node = replace(node, into=into)
                 marked += 1
+                reusable += nbytes(graph, node.outs[0])
         nodes.append(node)
-    return replace(graph, nodes=nodes), {"may_write_in_place": marked} if marked else {}
+    counts = {"may_write_in_place": marked, "reusable_bytes": reusable} if marked else {}
+    return replace(graph, nodes=nodes), counts
