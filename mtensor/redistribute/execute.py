@@ -207,9 +207,12 @@ def _local_slice(step: Step, b: _RankPlan):
 
 
 def _local_partial(step: Step, b: _RankPlan):
+    """R -> P: one rank keeps the value (every rank, for an idempotent op), the others hold
+    the op's identity.  The kept value is a view, a new array object as the others' is, so a
+    compiled step records the same graph on every rank (its passes decide alike)."""
     op = REDUCE_OPS[step.dst.reduce_op]
     if op.idempotent or b.mesh.coordinate[step.mesh_dim] == 0:
-        return lambda local: local
+        return lambda local: local.view()
     identity = op.identity(b.dtype)
     return lambda local: np.full_like(local, identity)
 

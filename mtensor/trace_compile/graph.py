@@ -6,10 +6,30 @@ or a collective (``fn`` is the executor's ``Collective``: prepare, MPI call, fin
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Dict, Tuple
+from typing import Any, Dict, NamedTuple, Optional, Tuple
 
 from ..cost.model import get_cost_model
 from ..device.arrays import is_block
+
+
+class Aval(NamedTuple):
+    """What a slot held while tracing: shape, dtype, and the order of its axes in memory,
+    outermost first (None: C order), which later reductions' rounding depends on."""
+
+    shape: tuple
+    dtype: Any
+    order: Optional[tuple] = None
+
+
+def aval_of(value) -> Optional[Aval]:
+    """The Aval of an array (None for anything else)."""
+    if not is_block(value):
+        return None
+    if value.flags.c_contiguous or value.ndim < 2:
+        return Aval(tuple(value.shape), value.dtype)
+    order = tuple(sorted(range(value.ndim), key=lambda d: -abs(value.strides[d])))
+    return Aval(tuple(value.shape), value.dtype, None if order == tuple(range(value.ndim))
+                else order)
 
 
 @dataclass(frozen=True)
@@ -46,7 +66,7 @@ class Graph:
     mesh: Any = None       # the mesh of the DTensors it takes or returns
     input_bytes: int = 0   # this rank's bytes of the array arguments and results
     output_bytes: int = 0
-    avals: list = field(default_factory=list)   # slot -> (shape, dtype) of its array, or None
+    avals: list = field(default_factory=list)   # slot -> the Aval of its array, or None
     private: frozenset = frozenset()   # constant slots nothing outside the graph holds
 
     def collectives(self):

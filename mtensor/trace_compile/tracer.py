@@ -17,7 +17,7 @@ import numpy as np
 
 from .. import modes
 from ..device.arrays import is_block
-from .graph import Node
+from .graph import Node, aval_of
 
 
 class Tracer:
@@ -86,8 +86,8 @@ class Tracer:
 
 
     def avals(self) -> list:
-        """Per slot, (shape, dtype) of the array it held while tracing, or None."""
-        return [(v.shape, v.dtype) if is_block(v) else None for v in self.values]
+        """Per slot, the ``Aval`` of the array it held while tracing, or None."""
+        return [aval_of(v) for v in self.values]
 
     def private_consts(self) -> frozenset:
         """The constant slots whose values nothing but the trace holds (a block made inside

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from mtensor.overlap.replay import Replay
 from mtensor.overlap.schedule import plan_schedule
-from mtensor.trace_compile.graph import Graph, Node
+from mtensor.trace_compile.graph import Graph, Node, aval_of
 from mtensor.trace_compile.passes import (
     EXACT,
     FAST,
@@ -55,8 +55,7 @@ class B:
         self.nodes.append(Node("effect", name, fn, tuple(ins), (), 0.0))
 
     def graph(self, *results):
-        avals = [(np.shape(v), np.asarray(v).dtype) if isinstance(v, np.ndarray) else None
-                 for v in self.values]
+        avals = [aval_of(v) for v in self.values]
         return Graph("g", list(self.nodes), len(self.values), dict(self.consts),
                      list(self.inputs), [(s, None) for s in results], avals=avals,
                      private=frozenset(self.private))

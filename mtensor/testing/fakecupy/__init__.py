@@ -22,6 +22,7 @@ import numpy as np
 
 from . import cuda, fft
 from .core import Ufunc, from_host, ndarray, new_array, poison, run_kernel
+from .elementwise import ElementwiseKernel
 from .cuda import stats
 
 

@@ -11,13 +11,16 @@ simplify    x*1, x-0, -(-x), transpose pairs (exact); x+0, x**2,     exact rules
             x**3, sum of a broadcast (``passes="fast"``)             only
 cse         the same kernel on the same slots runs once              yes
 dce         results nothing reads are not computed                   yes
+fuse        elementwise chains on GPU blocks become one generated    FMA off
+            kernel (CuPy's ElementwiseKernel); host graphs stay      (exact)
 inplace     a ufunc may write into an operand that dies there        yes
 ==========  =======================================================  ==========
 
 ``mt.compile(passes=...)``: ``"exact"`` (the default: every pass in its bit-for-bit form,
 so a replay equals the eager step bit for bit), ``"fast"`` (also the rules that may change
 the last bit), ``None`` or ``()`` (none), or a sequence of pass names
-(``("cse", "dce")``; ``"simplify"`` there runs its exact rules, ``"simplify-fast"`` all).
+(``("cse", "dce")``; ``"simplify"`` and ``"fuse"`` there run in their exact forms,
+``"simplify-fast"`` and ``"fuse-fast"`` in their fast ones).
 Composites with hand-derived gradients (layer norm, GELU, softmax, logsumexp) are fused
 before the graph exists, on the gradient tape (``autodiff.fusion``).
 """
@@ -26,7 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import List
 
-from . import cse, dce, fold, inplace, simplify
+from . import cse, dce, fold, fuse, inplace, simplify
 from .slots import nbytes
 
 PASSES = {
@@ -36,9 +39,11 @@ PASSES = {
     "cse": cse.run,
     "dce": dce.run,
     "inplace": inplace.run,
+    "fuse": fuse.run,
+    "fuse-fast": lambda g: fuse.run(g, exact=False),
 }
-EXACT = ("fold", "simplify", "cse", "dce", "inplace")
-FAST = ("fold", "simplify-fast", "cse", "dce", "inplace")
+EXACT = ("fold", "simplify", "cse", "dce", "fuse", "inplace")
+FAST = ("fold", "simplify-fast", "cse", "dce", "fuse-fast", "inplace")
 
 
 def pass_names(passes) -> tuple:

@@ -106,7 +106,7 @@ def _same_aval(graph, node):
 
 
 def _composes_to_identity(graph, first, second) -> bool:
-    ndim = len(graph.avals[first.ins[0]][0])
+    ndim = len(graph.avals[first.ins[0]].shape)
     p, q = (tuple(range(ndim))[::-1] if n.params[0] is None else
             tuple(a % ndim for a in n.params[0]) for n in (first, second))
     return all(p[q[i]] == i for i in range(ndim))
@@ -115,7 +115,7 @@ def _composes_to_identity(graph, first, second) -> bool:
 def _small_power(graph, node):
     x, e = node.ins
     aval = graph.avals[node.outs[0]]
-    if aval is None or graph.avals[x] != aval or aval[1].kind not in "fc":
+    if aval is None or graph.avals[x] != aval or aval.dtype.kind not in "fc":
         return None
     for exponent, rule_nodes in ((2, 1), (3, 2)):
         if _is(graph.consts, e, exponent):
@@ -137,7 +137,8 @@ def _sum_of_broadcast(graph, node, broadcast):
     src = broadcast.ins[0]
     if graph.avals[src] is None or graph.avals[node.outs[0]] is None:
         return None
-    (src_shape, dtype), (shape, _) = graph.avals[src], graph.avals[broadcast.outs[0]]
+    src_shape, dtype = graph.avals[src].shape, graph.avals[src].dtype
+    shape = graph.avals[broadcast.outs[0]].shape
     axis = node.params[0]
     if len(node.params) > 2 and node.params[2] is not None:
         return None
@@ -147,7 +148,7 @@ def _sum_of_broadcast(graph, node, broadcast):
         a % len(shape) for a in (axis if isinstance(axis, tuple) else (axis,))}
     if axes != made or not made:
         return None
-    out_shape, n = graph.avals[node.outs[0]][0], math.prod(shape[d] for d in made)
+    out_shape, n = graph.avals[node.outs[0]].shape, math.prod(shape[d] for d in made)
     if dtype.kind not in "iuf":
         return None
     kernel = _times(tuple(out_shape), n)

@@ -58,4 +58,4 @@ def renamed(node, alias: dict):
 def nbytes(graph, slot) -> int:
     """Bytes of the array ``slot`` held while tracing (0 for a scalar or unknown)."""
     aval = graph.avals[slot] if slot < len(graph.avals) else None
-    return 0 if aval is None else math.prod(aval[0]) * aval[1].itemsize
+    return 0 if aval is None else math.prod(aval.shape) * aval.dtype.itemsize
