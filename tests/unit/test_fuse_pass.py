@@ -11,8 +11,8 @@ import pytest
 from test_graph_passes import B, run
 
 from mtensor.device import arrays as device
-from mtensor.trace_compile.passes import fuse
 from mtensor.testing import fakecupy
+from mtensor.trace_compile.passes import fuse
 
 GPU = SimpleNamespace(device_type="cuda")
 C = math.sqrt(2 / math.pi)

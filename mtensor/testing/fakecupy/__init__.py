@@ -22,8 +22,8 @@ import numpy as np
 
 from . import cuda, fft
 from .core import Ufunc, from_host, ndarray, new_array, poison, run_kernel
-from .elementwise import ElementwiseKernel
 from .cuda import stats
+from .elementwise import ElementwiseKernel
 
 
 def _method(name: str, kernel: bool):
