@@ -55,29 +55,50 @@ REDUCE_OPS = {
 }
 
 
-@dataclass(frozen=True)
+# Placements compare and hash by type and field in one step (no NotImplemented round trip
+# between types): every redistribute and dispatch compares layouts.
+
+@dataclass(frozen=True, eq=False)
 class Shard:
     """Split tensor dim ``dim`` across the ranks of one mesh dim."""
 
     dim: int
 
+    def __eq__(self, other) -> bool:
+        return type(other) is Shard and other.dim == self.dim
+
+    def __hash__(self) -> int:
+        return hash(("Shard", self.dim))
+
     def __repr__(self) -> str:
         return f"S({self.dim})"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Replicate:
     """Every rank of the mesh dim holds the whole tensor."""
+
+    def __eq__(self, other) -> bool:
+        return type(other) is Replicate
+
+    def __hash__(self) -> int:
+        return hash("Replicate")
 
     def __repr__(self) -> str:
         return "R"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Partial:
     """Every rank of the mesh dim holds a term; the tensor is their reduction."""
 
     reduce_op: str = "sum"
+
+    def __eq__(self, other) -> bool:
+        return type(other) is Partial and other.reduce_op == self.reduce_op
+
+    def __hash__(self) -> int:
+        return hash(("Partial", self.reduce_op))
 
     def __post_init__(self):
         if self.reduce_op not in REDUCE_OPS:

@@ -65,7 +65,14 @@ def _byte_layout(counts: tuple, itemsize: int):
 
 
 def _even(counts) -> bool:
-    return all(c == counts[0] for c in counts)
+    """Whether every piece has one size (a plan's counts repeat call after call: kept)."""
+    even = _EVEN.get(counts)
+    if even is None:
+        even = _EVEN[counts] = all(c == counts[0] for c in counts)
+    return even
+
+
+_EVEN: dict = {}
 
 
 class HostMetadata:

@@ -95,13 +95,18 @@ class DeviceMesh:
                      self.backends, tuple(id(c) for c in self._communicators))
         self._hash = hash(self._key)
         self._submeshes = {}
+        self._priced = (None, None)      # (current cost model, it with this mesh's links)
         self.is_local = False   # the one-rank mesh of local_map's blocks (local_mesh)
 
     def cost_model(self):
         """The cost model plans on this mesh use: the current one with this mesh's links
         (``cost.for_links``: dims across nodes slower, priced in two levels where they run
-        so, until ``mt.calibrate`` measures them)."""
-        return for_links(get_cost_model(), self.intra_node, self.two_level)
+        so, until ``mt.calibrate`` measures them); kept until the current model changes, as
+        every eager redistribute asks for it."""
+        current = get_cost_model()
+        if self._priced[0] is not current:
+            self._priced = (current, for_links(current, self.intra_node, self.two_level))
+        return self._priced[1]
 
     @property
     def ndim(self) -> int:

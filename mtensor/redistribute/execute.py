@@ -230,10 +230,12 @@ _BUILDERS = {
 class Program:
     """A plan bound to this rank: call it on the local block to run every step."""
 
-    __slots__ = ("plan", "_runs", "_bound")
+    __slots__ = ("plan", "_runs", "_bound", "_steps")
 
     def __init__(self, plan, runs, bound: _RankPlan):
         self.plan, self._runs, self._bound = plan, tuple(runs), bound
+        self._steps = tuple((run, step, STEP_KINDS[step.kind].collective)
+                            for run, step in zip(self._runs, plan.steps))
 
     def __call__(self, local: np.ndarray) -> np.ndarray:
         if guard.state.active or modes.active.tracer is not None:
@@ -246,15 +248,16 @@ class Program:
         """The same steps, each collective announced to the check mode and the timeout, and
         every step reported to the tracer while ``mt.compile`` records."""
         tracer = modes.active.tracer
-        for run, step in zip(self._runs, self.plan.steps):
-            if not STEP_KINDS[step.kind].collective:
+        for run, step, collective in self._steps:
+            if not collective:
                 local = run(local) if tracer is None else tracer.call(step.kind, run, (local,))
-                continue
-            start = time.perf_counter()
-            out = self._collective(run, step, local)
-            if tracer is not None:
+            elif tracer is None:
+                local = self._collective(run, step, local)
+            else:
+                start = time.perf_counter()
+                out = self._collective(run, step, local)
                 tracer.collective(run, local, out, time.perf_counter() - start)
-            local = out
+                local = out
         return local
 
     def _collective(self, run, step, local):
