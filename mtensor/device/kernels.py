@@ -42,3 +42,26 @@ class Elementwise:
             out = module.empty(tuple(shape[d] for d in self.order), self.dtype).transpose(
                 tuple(self.order.index(d) for d in range(len(self.order))))
         return kernel(*blocks, out)
+
+
+@dataclass(eq=False)
+class InPlace:
+    """A kernel that reads and writes the arrays it is given as outputs (an optimizer's
+    parameter and moments, one launch for the whole update): ``operation`` over the
+    ``in_params`` (arrays and scalars) and the ``out_params``, compiled at the first call."""
+
+    in_params: str
+    out_params: str
+    operation: str
+    name: str
+    options: tuple = ()
+    _compiled: dict = field(default_factory=dict, repr=False)
+
+    def __call__(self, *args):
+        module = xp(next(a for a in args if hasattr(a, "shape")))
+        kernel = self._compiled.get(module)
+        if kernel is None:
+            kernel = module.ElementwiseKernel(self.in_params, self.out_params, self.operation,
+                                              self.name, options=self.options)
+            self._compiled[module] = kernel
+        kernel(*args)

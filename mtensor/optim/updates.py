@@ -6,7 +6,9 @@ first laid out like their parameters (``reduce_grads``: the step's one reduction
 ``mt.load(like=...)`` restores it on any mesh.  The state's ``step`` is a 0-d array the
 update advances in place, so a compiled step advances it too, and a schedule passed as
 ``lr`` is evaluated at each update from it (0 at the first).  Each update is an ``effect``,
-so inside ``mt.compile`` it is recorded and replayed in place.
+so inside ``mt.compile`` it is recorded and replayed in place; Adam's and AdamW's is one
+fused update per parameter (``optim.fused``: scratch buffers on the host, one generated
+kernel on a GPU).
 """
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ from ..dtensor import DTensor
 from ..modes import effect
 from ..pytree import flatten
 from ..spec import fmt_placements
+from .fused import adam_update
 from .grads import reduce_grads
 
 
@@ -95,16 +98,7 @@ def sgd(params, grads, lr=1e-2, *, state=None, momentum=None, nesterov: bool = F
 
 
 def _adam_update(p, g, m, v, step, lr, b1, b2, eps, decay):
-    t = int(step)
-    m *= b1
-    m += (1 - b1) * g
-    v *= b2
-    v += (1 - b2) * g * g
-    moment, scale, rate = m / (1 - b1 ** t), np.sqrt(v / (1 - b2 ** t)) + eps, _rate(lr, step)
-    if decay:
-        p -= rate * (moment / scale + decay * p)
-    else:
-        p -= rate * moment / scale
+    adam_update(p, g, m, v, int(step), _rate(lr, step), b1, b2, eps, decay)
 
 
 def _adam_family(what, params, grads, state, lr, b1, b2, eps, weight_decay, mask):

@@ -21,14 +21,15 @@ _TOKEN = re.compile(r"\s*(?:(\d+\.?\d*(?:[eE][-+]?\d+)?f?)|([A-Za-z_]\w*)|([-+*/
 
 class ElementwiseKernel:
     """CuPy's ``ElementwiseKernel(in_params, out_params, operation, name, options=...)``;
-    called with the inputs (device arrays or scalars) and optionally the output array, it
-    returns the output (new and C-contiguous when not given)."""
+    called with the inputs (device arrays or scalars) and optionally the outputs (which the
+    operation may read: an in-place update), it returns the output(s), new and C-contiguous
+    when not given."""
 
     def __init__(self, in_params, out_params, operation, name="kernel", options=(), **kwargs):
         self.inputs, self.outputs = _params(in_params), _params(out_params)
         self.statements = [_statement(s, self) for s in operation.split(";") if s.strip()]
         self.name, self.options = name, tuple(options)
-        known = {n for _, n in self.inputs} | set(FUNCTIONS)
+        known = {n for _, n in self.inputs + self.outputs} | set(FUNCTIONS)
         for target, _, (_, names) in self.statements:
             unknown = names - known
             if unknown:
@@ -40,21 +41,23 @@ class ElementwiseKernel:
         if len(args) not in (len(self.inputs), len(self.inputs) + len(self.outputs)):
             raise TypeError(f"Wrong number of arguments for {self.name!r}")
         given = args[len(self.inputs):]
-        return run_kernel(self._run, args[:len(self.inputs)], {"out": given[0]} if given
-                          else {})
+        result = run_kernel(self._run, args[:len(self.inputs)], {"out": given} if given
+                            else {})
+        return result[0] if len(self.outputs) == 1 else result
 
-    def _run(self, *values, out=None):
+    def _run(self, *values, out=()):
         scope = {name: np.asarray(v, dtype) if isinstance(v, np.ndarray) else v
                  for (dtype, name), v in zip(self.inputs, values)}
+        scope.update((name, o.copy()) for (_, name), o in zip(self.outputs, out))
         for target, dtype, (expression, _) in self.statements:
             value = eval(expression, {"__builtins__": {}, **FUNCTIONS}, scope)
             scope[target] = np.asarray(value).astype(dtype, copy=False)
-        shape = np.broadcast_shapes(*(np.shape(v) for v in values))
-        result = scope[self.outputs[0][1]]
-        if out is None:
-            return np.broadcast_to(result, shape).copy()
-        np.copyto(out, result)
-        return out
+        if not out:
+            shape = np.broadcast_shapes(*(np.shape(v) for v in values))
+            return (np.broadcast_to(scope[self.outputs[0][1]], shape).copy(),)
+        for (_, name), o in zip(self.outputs, out):
+            np.copyto(o, scope[name])
+        return tuple(out)
 
 
 def _params(text):
