@@ -16,10 +16,9 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
 
 import argparse  # noqa: E402  (the thread settings above must precede numpy)
 
-import numpy as np  # noqa: E402
 from lm_handwritten import lm_model, make_step  # noqa: E402
 from mpi4py import MPI  # noqa: E402
-from mtensor_side import step_mesh, time_sides  # noqa: E402
+from mtensor_side import add_gpt_flags, gpt_problem, step_mesh, time_sides  # noqa: E402
 from tables import emit  # noqa: E402
 
 import mtensor as mt  # noqa: E402
@@ -52,20 +51,11 @@ def sides_of(args):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--layers", type=int, default=2)
-    parser.add_argument("--d-model", type=int, default=128)
-    parser.add_argument("--heads", type=int, default=4)
-    parser.add_argument("--seq", type=int, default=64)
-    parser.add_argument("--batch", type=int, default=16)
-    parser.add_argument("--reps", type=int, default=15)
-    parser.add_argument("--json")
+    add_gpt_flags(parser, reps=15)
     args = parser.parse_args()
     comm = MPI.COMM_WORLD
     mesh = step_mesh(comm.size)
-    sizes = (args.layers, args.d_model, args.heads, args.seq)
-    ids = np.random.default_rng(1).integers(0, lm_model.VOCAB, (args.batch, args.seq + 1))
-    dparams = lm_model.init_params(mesh, *sizes)
-    x, y = lm_model.distribute(lm_model.one_hot(ids), mesh)
+    sizes, ids, dparams, x, y = gpt_problem(args, mesh, lm_model)
     hand = make_step(lm_model.init_params(None, *sizes), *mesh.shape, comm)
     sides = {"hand-written": lambda: hand(ids)[0], **sides_of((dparams, x, y))}
     losses = {name: run() for name, run in sides.items()}       # traces the compiled sides

@@ -33,7 +33,13 @@ from collections import Counter  # noqa: E402
 import numpy as np  # noqa: E402
 from lm_handwritten import lm_model, make_step  # noqa: E402
 from mpi4py import MPI  # noqa: E402
-from mtensor_side import mtensor_side, step_mesh, time_sides  # noqa: E402
+from mtensor_side import (  # noqa: E402
+    add_gpt_flags,
+    gpt_problem,
+    mtensor_side,
+    step_mesh,
+    time_sides,
+)
 from tables import emit  # noqa: E402
 
 import mtensor as mt  # noqa: E402
@@ -156,22 +162,13 @@ def report_lines(args, mesh, losses, med, comm_records, bill):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--layers", type=int, default=2)
-    parser.add_argument("--d-model", type=int, default=128)
-    parser.add_argument("--heads", type=int, default=4)
-    parser.add_argument("--seq", type=int, default=64)
-    parser.add_argument("--batch", type=int, default=16, help="global batch (sequences)")
-    parser.add_argument("--reps", type=int, default=10)
-    parser.add_argument("--json", help="also write the table and its numbers here (rank 0)")
+    add_gpt_flags(parser)
     args = parser.parse_args()
     comm = MPI.COMM_WORLD
     n = comm.size
     mesh = step_mesh(n)
-    sizes = (args.layers, args.d_model, args.heads, args.seq)
+    sizes, ids, dparams, x, y = gpt_problem(args, mesh, lm_model)
     params = lm_model.init_params(None, *sizes)
-    ids = np.random.default_rng(1).integers(0, lm_model.VOCAB, (args.batch, args.seq + 1))
-    dparams = lm_model.init_params(mesh, *sizes)
-    x, y = lm_model.distribute(lm_model.one_hot(ids), mesh)
     hand = make_step(params, *mesh.shape, comm)
     sides = {"mtensor": mtensor_side(lm_model.loss, (dparams, x, y)),
              "compiled": mtensor_side(lm_model.loss, (dparams, x, y), compiled=True),

@@ -38,3 +38,23 @@ def mtensor_side(loss, args, compiled=False):
         value, grads = step(*args)
         return float(value), grads
     return run
+
+
+def add_gpt_flags(parser, reps=10):
+    """The GPT step benchmarks' sizes (``lm_model``'s byte-level GPT) and timing flags."""
+    parser.add_argument("--layers", type=int, default=2)
+    parser.add_argument("--d-model", type=int, default=128)
+    parser.add_argument("--heads", type=int, default=4)
+    parser.add_argument("--seq", type=int, default=64)
+    parser.add_argument("--batch", type=int, default=16, help="global batch (sequences)")
+    parser.add_argument("--reps", type=int, default=reps)
+    parser.add_argument("--json", help="also write the table and its numbers here (rank 0)")
+
+
+def gpt_problem(args, mesh, lm_model):
+    """(sizes, the batch's byte ids, the DTensor parameters, one-hot inputs and targets) of
+    the flags ``add_gpt_flags`` reads, every rank drawing the same values."""
+    sizes = (args.layers, args.d_model, args.heads, args.seq)
+    ids = np.random.default_rng(1).integers(0, lm_model.VOCAB, (args.batch, args.seq + 1))
+    x, y = lm_model.distribute(lm_model.one_hot(ids), mesh)
+    return sizes, ids, lm_model.init_params(mesh, *sizes), x, y

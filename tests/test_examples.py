@@ -44,11 +44,16 @@ def test_lm_benchmark_hand_written_side_is_the_model(n):
     assert result.returncode == 0 and "check passed" in result.stdout, result.stdout
 
 
-def test_replay_reuse_benchmark_runs():
-    result = run_under_mpi(2, ["benchmarks/replay_reuse.py", "--reps", "2"], timeout=120)
+def test_compile_passes_benchmark_runs():
+    """benchmarks/compile_passes.py at a tiny size: every side's loss is the hand-written
+    step's (each pass switched off, none, fast, composites unfused, eager)."""
+    result = run_under_mpi(2, ["benchmarks/compile_passes.py", "--reps", "1", "--layers", "1",
+                               "--d-model", "16", "--heads", "2", "--seq", "8", "--batch", "4"],
+                           timeout=180)
     assert result.returncode == 0, result.stdout
-    line = next(ln for ln in result.stdout.splitlines() if ln.startswith("2 ranks: reuse"))
-    assert int(line.split("; ")[1].split()[0]) > 0, line
+    rows = [ln for ln in result.stdout.splitlines() if ln.startswith("| compiled")]
+    assert len(rows) == 10, result.stdout
+    assert all(abs(float(r.split("|")[4])) < 1e-12 for r in rows), rows
 
 
 def test_compile_benchmark_runs():
