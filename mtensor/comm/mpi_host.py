@@ -65,10 +65,12 @@ def _byte_layout(counts: tuple, itemsize: int):
 
 
 def _even(counts) -> bool:
-    """Whether every piece has one size (a plan's counts repeat call after call: kept)."""
-    even = _EVEN.get(counts)
+    """Whether every piece has one size (a plan's counts repeat call after call: kept, by
+    their tuple; data-dependent counts may come as lists)."""
+    key = counts if type(counts) is tuple else tuple(counts)
+    even = _EVEN.get(key)
     if even is None:
-        even = _EVEN[counts] = all(c == counts[0] for c in counts)
+        even = _EVEN[key] = all(c == key[0] for c in key)
     return even
 
 
