@@ -8,6 +8,8 @@ looks the signature up, runs the bound redistribution programs (none when the la
 already fit), calls the kernel on the local blocks and wraps the result."""
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 
 from . import modes, views
@@ -19,15 +21,51 @@ from .placement import Partial
 from .spec import fmt_placements as fmt
 
 
-def dispatch(name: str, operands, params=(), cache: bool = True, keep=None):
+def dispatch(name: str, operands, params=(), cache: bool = True, keep=None, temporary=None):
     """Run op ``name`` on ``operands`` (DTensors, scalars, arrays) with ``params``, hashable
     unless ``cache`` is False (index arrays: decided anew on each call).  ``keep``: an
-    operand that must keep its layout (the target an in-place op writes back into)."""
+    operand that must keep its layout (the target an in-place op writes back into).
+    ``temporary``: an operand nothing else holds, whose block may take the result."""
     if views.state.detached:
         _sync(operands)
     seen = read_forms(operands) if reduced.count else operands
     decision = decision_for(name, seen, params) if cache else decide(name, seen, params)
+    if temporary is not None and _into_temporary(name, seen, decision, temporary):
+        return temporary
     return run_decision(name, operands, params, decision, keep, seen)
+
+
+def _into_temporary(name, operands, decision, temporary) -> bool:
+    """Run ``decision`` writing its result into ``temporary``'s block (numpy's temporary
+    elision), where that changes nothing anyone sees: no tape, tracer or plan recording,
+    the result laid out and typed as the temporary, its block its own (no view, no twin).
+    The same kernel on the same blocks: the bits are the fresh result's."""
+    active = modes.active
+    if (decision.into is None or decision.nout != 1 or active.tape is not None
+            or active.tracer is not None or active.autoshard is not None
+            or temporary._view is not None or temporary._reduced is not None
+            or decision.placements != temporary._spec.placements
+            or decision.shape != temporary._spec.shape or not _owned(temporary._local)
+            or not all(_keeps_dtype(o, temporary.dtype) for o in operands)):
+        return False
+    decision.into(*_blocks(name, operands, decision), temporary._local)
+    temporary._version += 1
+    return True
+
+
+def _owned(block) -> bool:
+    """Whether nothing but its DTensor holds ``block`` and it owns its memory."""
+    return block.base is None and sys.getrefcount(block) == _HELD_BY_ONE
+
+
+def _keeps_dtype(operand, dtype) -> bool:
+    """Whether an operand leaves an arithmetic result in ``dtype`` (Python scalars are weak:
+    an int or float leaves a float dtype as it is)."""
+    if type(operand) is DTensor or is_block(operand):
+        return operand.dtype == dtype
+    if type(operand) in (int, float):
+        return dtype.kind in "fc"
+    return False
 
 
 def read_forms(operands, keep=None) -> tuple:
@@ -195,3 +233,26 @@ def _wrap(result, decision: Decision) -> DTensor:
     if not is_block(result):
         result = np.asarray(result)       # numpy reductions return scalars
     return DTensor(result, decision.out_spec(result.dtype))
+
+
+def _measure_owned() -> int:
+    """The count at which ``_owned`` tells a block only its holder holds from one held
+    once more, found through ``_owned`` itself (called as ``_into_temporary`` calls it)."""
+    global _HELD_BY_ONE
+
+    class Holder:
+        __slots__ = ("_local",)
+
+    alone, shared = Holder(), Holder()
+    alone._local, shared._local = np.empty(1), np.empty(1)
+    other = shared._local
+    for count in range(1, 16):
+        _HELD_BY_ONE = count
+        if _owned(alone._local) and not _owned(shared._local):
+            del other
+            return count
+    raise RuntimeError("dispatch: cannot count a block's holders on this interpreter")
+
+
+_HELD_BY_ONE = 0
+_HELD_BY_ONE = _measure_owned()

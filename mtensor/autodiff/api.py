@@ -10,6 +10,7 @@ data-parallel all-reduce there, and a sharded one keeps its shard with no extra 
 from __future__ import annotations
 
 import functools
+import sys
 
 import numpy as np
 
@@ -78,7 +79,31 @@ def _accumulate(entry, grads, tracked) -> None:
         g = modes.active.reuse.get(id(g), (None, g))[1]  # as the last product laid it out
         contribution = VJPS[entry.name](j, g, entry.outputs[0], entry.values, entry.params)
         key = id(entry.operands[j])
-        grads[key] = contribution if key not in grads else grads[key] + contribution
+        grads[key] = contribution if key not in grads else _summed(grads.pop(key), contribution)
+
+
+def _summed(total, contribution):
+    """``total + contribution``, written into ``total``'s block when the walk alone holds
+    ``total`` (a cotangent passed on unchanged to two operands is held twice: it gets a
+    fresh sum): gradients summed over a value's uses then reuse one array, as hand-written
+    backward passes do (``dispatch``'s temporary elision decides the rest)."""
+    if sys.getrefcount(total) == _HELD_HERE:
+        return dispatch.dispatch("add", (total, contribution), temporary=total)
+    return total + contribution
+
+
+def _held_here() -> int:
+    """What ``_summed`` reads for a total nothing but its own name holds: measured."""
+    class Total:
+        pass
+    return _count(Total())
+
+
+def _count(total) -> int:
+    return sys.getrefcount(total)
+
+
+_HELD_HERE = _held_here()
 
 
 def backward_from(recorded, seeds: dict) -> dict:

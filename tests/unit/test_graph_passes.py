@@ -98,6 +98,24 @@ def test_cse_merges_one_kernel_on_the_same_slots_only():
     assert np.array_equal(run(g, X)[0], run(b.graph(d), X)[0])
 
 
+def test_cse_recomputes_an_elementwise_value_that_died_and_merges_the_rest():
+    """``x * x`` in a forward and again in a backward: merging would keep the first alive
+    across, so it is computed twice; a reduction (not elementwise) is merged all the same."""
+    b = B(X)
+    total = lambda a: a.sum(axis=0)                              # noqa: E731
+    sq = b.op("multiply", np.multiply, 0, 0)
+    cube = b.op("multiply", np.multiply, sq, 0)                  # sq's last read
+    s1 = b.op("sum", total, 0)
+    used = b.op("exp", np.exp, s1)                               # s1's last read
+    again = b.op("multiply", np.multiply, 0, 0)                  # sq is dead by now: kept
+    s2 = b.op("sum", total, 0)                                   # merged into s1
+    out = b.op("add", np.add, b.op("add", np.add, cube, again), b.op("add", np.add, used, s2))
+    g, counts = cse.run(b.graph(out))
+    assert counts == {"merged": 1} and names(g).count("multiply") == 3
+    assert names(g).count("sum") == 1
+    assert np.array_equal(run(g, X)[0], run(b.graph(out), X)[0])
+
+
 def test_cse_leaves_slots_an_effect_writes_and_returned_results():
     b = B(X.copy())
     first = b.op("exp", np.exp, 0)
@@ -201,7 +219,7 @@ def test_fold_leaves_constants_an_effect_writes():
 def test_inplace_names_operands_that_die_and_were_made_in_the_step():
     b = B(X, X)
     s = b.op("add", np.add, 0, 1)            # inputs: never written
-    t = b.op("exp", np.exp, s)               # exp is not a REUSE ufunc
+    t = b.op("exp", np.exp, s)               # s is read again below
     u = b.op("multiply", np.multiply, t, s)  # t dies here, s too
     v = b.op("add", np.add, u, t)            # t read after: not a candidate at u
     graph = b.graph(v)
