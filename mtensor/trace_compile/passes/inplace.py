@@ -3,8 +3,9 @@ operand's block (``g = g + t`` runs as ``g += t`` when nothing else reads ``g``)
 
 The pass names, per node, the operands that may take the result (``Node.into``): read for
 the last time there, made by a node of the step (not an argument or a constant), and the
-op a ufunc with one result (elementwise: numpy computes ``f(x, out=x)`` as ``f(x)``).  The replay takes one only when, at run time, nothing but the replay
-holds its block (no view of it, no DTensor: a reference count) and the block has the
+op a ufunc with one result (elementwise: numpy computes ``f(x, out=x)`` as ``f(x)``).
+The replay takes one only when, at run time, nothing but the replay holds its block (no
+view of it, no DTensor: a reference count) and the block has the
 shape, dtype and strides the result had when fresh, so every later op sees what eager code
 saw, bit for bit.  Gradients summed over a step's uses, residual additions and elementwise
 chains then reuse warm memory instead of a fresh array per op.
@@ -16,6 +17,7 @@ from dataclasses import replace
 import numpy as np
 
 from .slots import nbytes, reads
+
 
 def run(graph):
     left = reads(graph.nodes, graph.outputs)
