@@ -86,7 +86,7 @@ def fuse(recorded, seeded=()) -> int:
     entries = recorded.entries
     view = _TapeView(entries)
     uses = Counter(id(o) for e in entries for o in e.operands)
-    uses.update(seeded)
+    uses.update(tuple(seeded))
     taken, replaced = set(), {}
     for i in reversed(range(len(entries))):
         entry = entries[i]

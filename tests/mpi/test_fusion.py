@@ -192,3 +192,55 @@ def test_a_followed_shift_is_not_a_constant(mesh):
     _, (g0, _) = mt.value_and_grad(loss, argnums=(0, 1), fuse=False)(p, X)
     assert_all_ranks(found == [0] and np.array_equal(host(g1["s"]), host(g0["s"])),
                      f"fused {found}")
+
+
+def test_remat_fuses_its_composites_and_moves_what_the_plain_walk_moves(mesh):
+    """A remat'd block's nested backward walk fuses its layer norm (seeded by the cotangent
+    of the block's output) and runs the plain walk's collectives plus the forward it runs
+    again (a seed read as a use count once reduced a Partial cotangent: one more all-reduce
+    per block)."""
+    _, p, X = _setup(mesh, [Replicate()] * (mesh.ndim - 1) + [Shard(2)])
+    counts, grads = [], []
+    for run in (layer_norm, mt.remat(layer_norm)):
+        step, found = _counted(mt.value_and_grad(_loss(run), argnums=(0, 1)))
+        with mt.CommDebugMode() as comm:
+            _, (g, gx) = step(p, X)
+        counts.append((comm.get_total_counts(), found))
+        grads.append([host(gx), host(g["g"]), host(g["b"])])
+    with mt.CommDebugMode() as comm:
+        layer_norm(X, p["g"], p["b"])            # the forward remat runs again
+    again = comm.get_total_counts()
+    same = all(np.abs(a - b).max() <= 1e-12 * max(1.0, np.abs(b).max())
+               for a, b in zip(*grads))
+    assert_all_ranks(counts[1][0] == counts[0][0] + again and counts[1][1] == [0, 1] and same,
+                     f"{counts}, forward again {again}, same {same}")
+
+
+def test_remat_reads_a_partial_seed_as_is(mesh):
+    """Two Megatron blocks remat'd: the cotangent seeding block 0's nested walk is Partial
+    on tp, and the step moves what the plain one does (the forwards run again read the
+    reduced twins the first ones left; a seed read as a use count once reduced the
+    cotangent: one all-reduce more)."""
+    rng = np.random.default_rng(2)
+    rep = [Replicate()] * (mesh.ndim - 1)
+    X = mt.distribute_tensor(rng.standard_normal((6, 8)), mesh, rep + [Replicate()])
+    params = [{"a": mt.distribute_tensor(rng.standard_normal((8, 12)), mesh, rep + [Shard(1)]),
+               "b": mt.distribute_tensor(rng.standard_normal((12, 8)), mesh, rep + [Shard(0)])}
+              for _ in range(2)]
+
+    def block(blk, h):
+        return np.tanh(h @ blk["a"]) @ blk["b"]
+
+    def loss_with(run):
+        def loss(params, x):
+            for blk in params:
+                x = run(blk, x)
+            return (x * x).sum()
+        return loss
+
+    counts = []
+    for run in (block, mt.remat(block)):
+        with mt.CommDebugMode() as comm:
+            mt.value_and_grad(loss_with(run))(params, X)
+        counts.append(comm.get_total_counts())
+    assert_all_ranks(counts[0] == counts[1], f"{counts}")

@@ -58,7 +58,8 @@ def _wrap(result, sources):
         source = next((s for s in sources if s._a is result), None)
         if source is not None:
             return source
-        base = next((s for s in sources if np.may_share_memory(result, s._a)), None)
+        base = next((s for s in sources if np.may_share_memory(result, s._a)
+                     or _based_on(result, s._a)), None)
         return new_array(result, base)
     if isinstance(result, np.generic):
         return new_array(np.asarray(result))
@@ -66,6 +67,15 @@ def _wrap(result, sources):
         items = [_wrap(r, sources) for r in result]
         return type(result)(*items) if hasattr(result, "_fields") else type(result)(items)
     return result
+
+
+def _based_on(view: np.ndarray, a: np.ndarray) -> bool:
+    """Whether ``view`` is a view of ``a`` (what ``may_share_memory`` misses when empty)."""
+    while view.base is not None:
+        if view.base is a:
+            return True
+        view = view.base
+    return False
 
 
 def new_array(a: np.ndarray, base=None) -> "ndarray":
