@@ -25,8 +25,8 @@ _SCALARS = (int, float, complex, bool)
 class Decision:
     """A cached strategy bound to this rank: what to run for one op signature."""
 
-    __slots__ = ("prepare", "in_specs", "direct", "kernel", "into", "mesh", "placements",
-                 "shape", "nout", "specs", "cost", "check", "attached")
+    __slots__ = ("prepare", "in_specs", "direct", "kernel", "traced", "into", "mesh",
+                 "placements", "shape", "nout", "specs", "cost", "check", "attached")
 
     def out_spec(self, dtype) -> DTensorSpec:
         spec = self.specs.get(dtype)
@@ -135,6 +135,7 @@ def decide(name: str, operands, params, into=None, unsafe=False) -> Decision:
     # every operand a DTensor already laid out as wanted: the common, fastest case
     d.direct = all(type(o) is DTensor and p is None for o, p in zip(operands, d.prepare))
     d.kernel = strategy.bind(in_layouts, out_layout, mesh, windows)
+    d.traced = getattr(d.kernel, "unpooled", d.kernel)    # what a trace records
     d.into = strategy.into
     d.mesh, d.placements, d.shape, d.nout = mesh, out_layout, strategy.out_shape, strategy.nout
     d.specs, d.cost, d.attached = {}, predicted, None

@@ -54,7 +54,7 @@ def run_decision(name: str, operands, params, decision, keep=None, seen=None):
         if tracer is None:
             result = decision.kernel(*blocks)
         else:
-            result = tracer.call(name, decision.kernel, blocks, decision.nout,
+            result = tracer.call(name, decision.traced, blocks, decision.nout,
                                  detail=_strategy(decision, seen), params=params)
     if decision.nout > 1:
         out = tuple(_wrap(r, decision) for r in result)

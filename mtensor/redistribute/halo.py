@@ -78,15 +78,22 @@ class HaloProgram:
         return out
 
     def _join(self, local, edges=None):
+        """The window: a view of the block where no rank receives rows (an op whose result
+        could be its window copies it: ``roll``), else the rows joined into a pooled
+        buffer (a fresh large array would fault in every page)."""
         own = _rows(local, self.dim, self.own)
         if edges is None:
-            return own.copy()          # the window owns its block: the op's result may be it
+            return own
         parts = [own]
         if self.split:
             parts.insert(0, _rows(edges, self.dim, (0, self.split)))
         if edges.shape[self.dim] > self.split:
             parts.append(_rows(edges, self.dim, (self.split, edges.shape[self.dim])))
-        return np.concatenate(parts, axis=self.dim)
+        if type(local) is not np.ndarray:
+            return np.concatenate(parts, axis=self.dim)
+        shape = list(own.shape)
+        shape[self.dim] = sum(p.shape[self.dim] for p in parts)
+        return np.concatenate(parts, axis=self.dim, out=buffers.empty(shape, local.dtype))
 
 
 class Windows:
