@@ -8,7 +8,7 @@ import cmath
 
 import numpy as np
 
-from . import modes
+from . import modes, views
 from .cost import model as cost
 from .device.arrays import is_block, to_device
 from .dtensor import DTensor, guarded, redistribution
@@ -16,7 +16,7 @@ from .ops import RULES, OpCall, Operand
 from .ops.choose import choose_windows
 from .ops.pointwise import PARTIAL_ALGEBRA
 from .placement import Partial, Replicate, local_slices
-from .redistribute.halo import bind_windows
+from .redistribute.halo import bind_shared, bind_windows
 from .spec import DTensorSpec, check_same_mesh
 
 _SCALARS = (int, float, complex, bool)
@@ -129,7 +129,8 @@ def decide(name: str, operands, params, into=None, unsafe=False) -> Decision:
     prepared = [_layout_program(o, layout, mesh, model) for o, layout in zip(operands, in_layouts)]
     for j in sorted({w.operand for w in windows}):
         mine = [w for w in windows if w.operand == j]
-        prepared[j] = _Windowed(prepared[j][0], operands[j], in_layouts[j], mine, mesh), None
+        prepared[j] = _Windowed(prepared[j][0], operands[j], in_layouts[j], mine, mesh,
+                                strategy.shares_windows), None
     d.prepare = tuple(run for run, _ in prepared)
     d.in_specs = tuple(spec for _, spec in prepared)
     # every operand a DTensor already laid out as wanted: the common, fastest case
@@ -162,16 +163,38 @@ def _layout_program(operand, layout, mesh, model):
 
 
 class _Windowed:
-    """Lays an operand out as the strategy wants, then reads its windows."""
+    """Lays an operand out as the strategy wants, then reads its windows: called on the
+    DTensor, whose widened block a kernel that shares windows (``Strategy.shares_windows``:
+    getitem, whose results are views of the operand) reads from while it is unchanged."""
 
-    __slots__ = ("layout", "windows")
+    __slots__ = ("layout", "windows", "shared")
 
-    def __init__(self, layout, operand, placements, windows, mesh):
+    def __init__(self, layout, operand, placements, windows, mesh, share):
         self.layout = layout
         self.windows = bind_windows(mesh, operand.shape, operand.dtype, placements, windows)
+        self.shared = None if layout is not None or not share else bind_shared(
+            mesh, operand.shape, operand.dtype, placements, windows)
 
-    def __call__(self, local):
+    def __call__(self, operand):
+        if self.shared is not None:
+            return self.shared.take(_widened(operand, self.shared))
+        local = operand._local
         return self.windows(local if self.layout is None else self.layout(local))
+
+
+def _widened(x: DTensor, shared):
+    """``x``'s block widened as ``shared`` says: made once per width while ``x`` is
+    unchanged (its storage's write count and the replay epoch name its content), and kept
+    on ``x`` (dropped by the next write, or by ``to_local``, after which the caller may
+    write the block itself)."""
+    stamp = views.stamp(x)
+    held = x._windows
+    if held is None or held[0] != stamp:
+        held = x._windows = (stamp, {})
+    wide = held[1].get(shared.key)
+    if wide is None:
+        wide = held[1][shared.key] = shared.widen(x._local)
+    return wide
 
 
 class _ConstantBlock:

@@ -130,8 +130,8 @@ def _blocks(name, operands, decision, keep=None) -> list:
             blocks.append(run(o))
         else:
             key = (id(o), id(run))
-            if key not in moved:
-                moved[key] = (o, run(o._local), spec)
+            if key not in moved:       # spec None: read through windows, from the DTensor
+                moved[key] = (o, run(o._local) if spec is not None else run(o), spec)
             blocks.append(moved[key][1])
     for o, block, spec in moved.values():
         if o is not keep:
@@ -184,7 +184,7 @@ def _laid_out_once(operand, run, spec, reuse: dict):
     products use it; ``reuse[id]`` also keeps its latest layout, which the pass hands to the
     next product (the memo lives as long as the pass and keeps the operand alive)."""
     if type(operand) is not DTensor or spec is None:     # a constant, or read through windows
-        return run(operand if type(operand) is not DTensor else operand._local)
+        return run(operand)
     key = (id(operand), id(run))
     if key not in reuse:
         reuse[key] = reuse[id(operand)] = (operand, DTensor(run(operand._local), spec))

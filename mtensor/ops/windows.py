@@ -125,3 +125,37 @@ def is_split_once(placements, mesh_shape, dim: int) -> Optional[int]:
     dims = [i for i, (q, n) in enumerate(zip(placements, mesh_shape))
             if q == Shard(dim) and n > 1]
     return dims[0] if len(dims) == 1 else None
+
+
+def reach(window: Window, length: int, p: int) -> int:
+    """How many rows past its own block (of ``length`` rows over ``p`` ranks) the farthest
+    window of any rank reaches, either side."""
+    own = blocks(length, p)
+    out = 0
+    for k in range(p):
+        lo, hi = _need(window, length, p, k)
+        if hi > lo:
+            out = max(out, own[k][0] - lo, hi - own[k][1])
+    return out
+
+
+@lru_cache(maxsize=4096)
+def widened(window: Window, width: int, length: int, p: int) -> Optional[Tuple[Rows, ...]]:
+    """Every rank's window as rows of its own block widened by ``width`` rows each side
+    (clipped to the array: what ``mt.halo(x, width)`` gives), so that every read of one
+    array at one width shares one exchange; None where the widened exchange reaches past a
+    neighbour or some window falls outside it (then each window has its own exchange)."""
+    wide = Window(window.operand, window.mesh_dim, window.dim, length, 0, widen=width)
+    if window.periodic or halo_plan(wide, length, p) is None:
+        return None
+    out = []
+    for k in range(p):
+        lo, hi = _need(window, length, p, k)
+        wlo, whi = _need(wide, length, p, k)
+        if hi <= lo:
+            out.append((0, 0))
+        elif lo < wlo or hi > whi:
+            return None
+        else:
+            out.append((lo - wlo, hi - wlo))
+    return tuple(out)

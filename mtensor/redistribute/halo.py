@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import time
+from typing import Optional
 
 import numpy as np
 
@@ -20,7 +21,7 @@ from ..comm import guard
 from ..cost.model import bus_bytes
 from ..device import arrays as device
 from ..device import buffers
-from ..ops.windows import Window, halo_plan
+from ..ops.windows import Window, halo_plan, reach, widened
 from ..placement import local_shape
 from .execute import Collective, from_front, to_front
 
@@ -116,18 +117,63 @@ class Windows:
         return local
 
 
+class SharedWindows:
+    """An operand's windows served as views of its block widened by their reach (every
+    read of one array at one width then shares one exchange and one copy: a stencil's
+    shifted slices).  ``widen`` makes the widened block, which the caller keeps while the
+    array is unchanged (``key`` names it); ``take`` cuts one read's window out of it."""
+
+    __slots__ = ("key", "widen", "index")
+
+    def __init__(self, mesh, shape, dtype, placements, windows, widths, takes):
+        wide = tuple(Window(w.operand, w.mesh_dim, w.dim, shape[w.dim], 0, widen=r)
+                     for w, r in zip(windows, widths))
+        self.key = (tuple(placements), wide)
+        self.widen = Windows(mesh, shape, dtype, placements, wide)
+        index = [slice(None)] * len(shape)
+        for w, rows in zip(windows, takes):
+            index[w.dim] = slice(*rows[mesh.coordinate[w.mesh_dim]])
+        self.index = tuple(index)
+
+    def take(self, wide):
+        tracer = modes.active.tracer
+        if tracer is None:
+            return wide[self.index]
+        return tracer.call("halo view", lambda a: a[self.index], (wide,))
+
+
 _bound: dict = {}
+
+
+def _cached(key, make):
+    program = _bound.get(key, _bound)
+    if program is _bound:
+        if len(_bound) > 4096:
+            _bound.clear()
+        program = _bound[key] = make()
+    return program
 
 
 def bind_windows(mesh, shape, dtype, placements, windows) -> Windows:
     """The cached :class:`Windows` of a layout (a stencil reads the same few each step)."""
-    key = (mesh, tuple(shape), dtype, tuple(placements), tuple(windows))
-    program = _bound.get(key)
-    if program is None:
-        if len(_bound) > 4096:
-            _bound.clear()
-        program = _bound[key] = Windows(mesh, shape, dtype, placements, windows)
-    return program
+    return _cached((mesh, tuple(shape), dtype, tuple(placements), tuple(windows)),
+                   lambda: Windows(mesh, shape, dtype, placements, windows))
+
+
+def bind_shared(mesh, shape, dtype, placements, windows) -> Optional[SharedWindows]:
+    """The cached :class:`SharedWindows` of a layout, or None where the windows move no
+    rows (each is a view of the block: cheaper still) or cannot share a widened block."""
+    def make():
+        sizes = [(shape[w.dim], mesh.shape[w.mesh_dim]) for w in windows]
+        if not any(r.moves for w, (n, p) in zip(windows, sizes) for r in halo_plan(w, n, p)):
+            return None
+        widths = [reach(w, n, p) for w, (n, p) in zip(windows, sizes)]
+        takes = [widened(w, r, n, p) for w, r, (n, p) in zip(windows, widths, sizes)]
+        if any(t is None for t in takes):
+            return None
+        return SharedWindows(mesh, shape, dtype, placements, windows, widths, takes)
+    return _cached(("shared", mesh, tuple(shape), dtype, tuple(placements), tuple(windows)),
+                   make)
 
 
 def _exchange(mesh, i: int, d: int, block, dtype, me, shape) -> Collective:
