@@ -94,15 +94,12 @@ def _helper_of(name, composite):
 def _halo_apply_vjp(j, g, out, ops, params):
     """``np.diff`` is linear: the adjoint of one difference is minus the difference of the
     cotangent padded with a zero at each end (the whole [prepend, a, append] rows), taken
-    ``n`` times and cut into the operands' rows.  The gathered edges are ``a``'s own rows,
-    already counted in ``a``'s share: they get none."""
-    kind, axis, _, _, roles, rest = params
+    ``n`` times and cut into the operands' rows."""
+    kind, axis, roles, rest = params
     if kind != "diff":
         raise TypeError(f"value_and_grad: np.{kind} has no gradient rule in mtensor; write "
                         f"it with slices (a[2:] - a[:-2], a[1:] * w[0] + a[:-1] * w[1]) or "
                         f"np.diff")
-    if roles[j] == "edges":
-        return None
     n, before, _ = rest
     for _ in range(n):
         g = -np.diff(g, axis=axis, prepend=0, append=0)
@@ -143,7 +140,6 @@ VJPS.update({
     "take": _take_vjp, "take_along_axis": _take_along_axis_vjp,
     "ufunc_accumulate": _scan_vjp, "scan_apply": _scan_apply_vjp,
     "scan_totals": _helper_of("scan_totals", "np.cumsum"),
-    "halo_edges": _helper_of("halo_edges", "np.diff"),
     "getitem_advanced": lambda j, g, out, ops, params: _added_at(g, ops[0],
                                                                  plain_key(params[0])),
     "halo_apply": _halo_apply_vjp, "interp": _interp_vjp,
