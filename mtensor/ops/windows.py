@@ -7,8 +7,9 @@ neighbours' blocks, not the array.  A :class:`Window` says which rows, from shap
 ``mesh_dim`` (the one mesh dim that splits ``dim``, ``p`` ranks), rank ``k`` needs the global
 rows ``[lo + offset - widen, hi + offset + widen + grow)`` of the operand, where ``[lo, hi)``
 is block ``k`` of a dim of ``base`` rows in the array_split layout, clipped to ``[0, clip)``
-(``periodic``: taken modulo the operand's length instead, as ``np.roll`` does).  ``np.diff``
-reads ``n`` rows past its output block's end: ``grow``.  :func:`halo_plan` turns that into
+(``periodic``: taken modulo the operand's length instead, as ``np.roll`` does; ``clamp``:
+rows past an end read that end's row, as ``np.pad``'s 'edge' does).  ``np.diff`` reads ``n``
+rows past its output block's end: ``grow``.  :func:`halo_plan` turns that into
 each rank's part: rows to send to the previous and the next rank, rows of its own block,
 rows to receive, or None when some rank would need rows beyond its neighbours (a window
 wider than a block: the op then gathers instead).
@@ -38,6 +39,7 @@ class Window:
     periodic: bool = False
     widen: int = 0          # rows more at each end (``mt.halo``'s width)
     grow: int = 0           # rows more after the end (``np.diff``'s order)
+    clamp: bool = False     # rows past the ends read the end rows (``np.pad``'s 'edge')
 
 
 @dataclass(frozen=True)
@@ -70,6 +72,10 @@ def window_rows(window: Window, block: Rows, length: int) -> Rows:
     if lo == hi:
         return 0, 0
     lo, hi = lo + window.offset - window.widen, hi + window.offset + window.widen + window.grow
+    if window.clamp:
+        if length == 0:
+            return 0, 0
+        return min(max(lo, 0), length - 1), max(min(hi, length), 1)
     if not window.periodic:
         clip = length if window.clip < 0 else window.clip
         lo, hi = max(lo, 0), min(hi, clip, length)

@@ -161,6 +161,24 @@ def test_roll_along_a_split_dim_is_a_periodic_halo(mesh, shift):
     assert np.array_equal(host(flat.full_tensor()), np.roll(full, shift))
 
 
+@pytest.mark.parametrize("mode", ["constant", "edge", "wrap"])
+def test_pad_along_a_split_dim_reads_a_window(mesh, mode):
+    """np.pad along a split dim: each block's rows shifted by the pad (clipped, clamped to
+    the ends, or wrapped round), so a halo exchange and the output split like the input,
+    bit for bit; a pad wider than a block still gives numpy's values (the axis gathered)."""
+    full = np.random.default_rng(8).standard_normal((40, 3))
+    U = mt.distribute_tensor(full, mesh, [Shard(0)] + [Replicate()] * (mesh.ndim - 1))
+    for widths in (((2, 3), (1, 0)), ((1, 0), (0, 0)), ((0, 4), (2, 2))):
+        with mt.CommDebugMode() as comm:
+            got = np.pad(U, widths, mode)
+        assert np.array_equal(host(got.full_tensor()), np.pad(full, widths, mode)), widths
+        if 40 // mesh.shape[0] >= 5:
+            assert heavy(comm) == {}, (widths, comm.get_comm_counts())
+            assert got.placements == U.placements
+    wide = np.pad(U, ((30, 45), (0, 1)), mode)
+    assert np.array_equal(host(wide.full_tensor()), np.pad(full, ((30, 45), (0, 1)), mode))
+
+
 def test_a_periodic_laplacian_by_roll_and_its_gradient(mesh):
     full = np.random.default_rng(5).standard_normal((12, 7))
     U = mt.distribute_tensor(full, mesh, [Shard(0)] + [Replicate()] * (mesh.ndim - 1))

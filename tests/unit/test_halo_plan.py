@@ -436,3 +436,28 @@ def test_the_output_is_split_along_the_axis_only_where_the_operand_is():
     in_layouts, out_layout, _, windows = choose_windows(call, strategy.choices, CostModel())
     assert out_layout == (R, S0) and windows == (window_of("diff", (1, 1, 0), 8, 1, 0),)
     assert simulate("diff", x, 0, (1, 1, 0), (2, 2), (R, S0), [("prepend", pre)])
+
+
+@pytest.mark.parametrize("mode", ["constant", "edge", "wrap"])
+@pytest.mark.parametrize("p", [1, 2, 3, 4, 8])
+def test_pad_axis_on_every_rank_both_ways(mode, p):
+    """``pad_axis`` along a split axis on every rank, read through its window (the rows the
+    exchange brings, simulated) and with the axis gathered, against np.pad."""
+    for length in (1, 3, 8, 17):
+        x = ints(length, 2)
+        for before, after in ((0, 1), (2, 0), (3, 5), (12, 1)):
+            values = (7, -2)
+            call = OpCall("pad_axis", (Operand(x.shape, x.dtype, (S0,)),),
+                          (0, before, after, mode, values), (p,))
+            strategy = RULES["pad_axis"](call)
+            kwargs = {"constant_values": values} if mode == "constant" else {}
+            want = np.pad(x, ((before, after), (0, 0)), mode, **kwargs)
+            windows = [c.window for c in strategy.choices if c.window is not None]
+            for way in [()] + [tuple(windows)] * bool(windows):
+                layout = (S0,) if way else (R,)
+                parts = [strategy.bind((layout,), (S0,), SimpleNamespace(shape=(p,),
+                                                                         coordinate=(k,)), way)(
+                    block_of(x, layout, (p,), (k,), 0, way)) for k in range(p)]
+                np.testing.assert_array_equal(np.concatenate(parts), want)
+            if p > 1 and length // p >= before + after:      # a window fits narrow pads
+                assert windows

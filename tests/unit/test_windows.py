@@ -30,9 +30,12 @@ def needed(window, length, p):
         if lo == hi:
             out.append(np.arange(0))
             continue
-        rows = np.arange(lo + window.offset - window.widen, hi + window.offset + window.widen)
+        rows = np.arange(lo + window.offset - window.widen,
+                         hi + window.offset + window.widen + window.grow)
         if window.periodic:
             out.append(rows % length)
+        elif window.clamp:
+            out.append(np.unique(np.clip(rows, 0, length - 1)) if length else rows[:0])
         else:
             clip = length if window.clip < 0 else window.clip
             out.append(rows[(rows >= 0) & (rows < min(clip, length))])
@@ -46,8 +49,11 @@ def reachable(window, length, p, k):
     lo, hi = blocks(window.base, p)[k]
     if lo == hi:
         return True
-    rows = set(range(lo + window.offset - window.widen, hi + window.offset + window.widen))
-    if not window.periodic:
+    rows = set(range(lo + window.offset - window.widen,
+                     hi + window.offset + window.widen + window.grow))
+    if window.clamp:
+        rows = {min(max(r, 0), length - 1) for r in rows}
+    elif not window.periodic:
         clip = length if window.clip < 0 else window.clip
         rows = {r for r in rows if 0 <= r < min(clip, length)}
     have = set(range(*owned[k]))
@@ -64,7 +70,9 @@ CASES = [(n, p, w) for n in (1, 2, 5, 16, 17) for p in (2, 3, 4, 8) for w in (
     Window(0, 0, 0, max(n - 2, 0), 2), Window(0, 0, 0, max(n - 2, 0), 0),
     Window(0, 0, 0, max(n - 2, 0), 1), Window(0, 0, 0, n, -1, n - 1),
     Window(0, 0, 0, n, 1, periodic=True), Window(0, 0, 0, n, -2, periodic=True),
-    Window(0, 0, 0, n, 0, widen=1), Window(0, 0, 0, n, 0, periodic=True, widen=2))]
+    Window(0, 0, 0, n, 0, widen=1), Window(0, 0, 0, n, 0, periodic=True, widen=2),
+    Window(0, 0, 0, max(n - 1, 0), 0, grow=2), Window(0, 0, 0, n + 5, -2, clamp=True),
+    Window(0, 0, 0, n + 9, -7, clamp=True), Window(0, 0, 0, n + 4, -1, periodic=True))]
 
 
 @pytest.mark.parametrize("length, p, window", CASES)
