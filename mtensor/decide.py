@@ -5,6 +5,7 @@ so a repeated call does no planning at all.
 from __future__ import annotations
 
 import cmath
+from functools import partial
 
 import numpy as np
 
@@ -167,34 +168,45 @@ class _Windowed:
     DTensor, whose widened block a kernel that shares windows (``Strategy.shares_windows``:
     getitem, whose results are views of the operand) reads from while it is unchanged."""
 
-    __slots__ = ("layout", "windows", "shared")
+    __slots__ = ("layout", "windows", "shared", "bind")
 
     def __init__(self, layout, operand, placements, windows, mesh, share):
         self.layout = layout
         self.windows = bind_windows(mesh, operand.shape, operand.dtype, placements, windows)
-        self.shared = None if layout is not None or not share else bind_shared(
-            mesh, operand.shape, operand.dtype, placements, windows)
+        self.bind = partial(bind_shared, mesh, operand.shape, operand.dtype, placements, windows)
+        self.shared = None if layout is not None or not share else self.bind()
 
     def __call__(self, operand):
         if self.shared is not None:
-            return self.shared.take(_widened(operand, self.shared))
+            return _widened(operand, self.shared, self.bind)
         local = operand._local
         return self.windows(local if self.layout is None else self.layout(local))
 
 
-def _widened(x: DTensor, shared):
-    """``x``'s block widened as ``shared`` says: made once per width while ``x`` is
-    unchanged (its storage's write count and the replay epoch name its content), and kept
-    on ``x`` (dropped by the next write, or by ``to_local``, after which the caller may
-    write the block itself)."""
+def _widened(x: DTensor, shared, bind):
+    """``shared``'s window of ``x``, cut from a block of ``x`` widened at least as far.
+    ``x._windows`` keeps [content stamp, {(geom, widths): widened block}, {geom: widths}]:
+    the blocks made while ``x`` is unchanged (its storage's write count and the replay epoch
+    name its content; a write or ``to_local`` drops them), and the widest widths read so
+    far, with which the next version's block is made at once, so that a stencil whose
+    slices reach one and two rows exchanges once a step, whatever their order."""
     stamp = views.stamp(x)
     held = x._windows
-    if held is None or held[0] != stamp:
-        held = x._windows = (stamp, {})
-    wide = held[1].get(shared.key)
-    if wide is None:
-        wide = held[1][shared.key] = shared.widen(x._local)
-    return wide
+    if held is None:
+        held = x._windows = [stamp, {}, {}]
+    elif held[0] != stamp:
+        held[0], held[1] = stamp, {}
+    blocks, hints = held[1], held[2]
+    for (geom, widths), wide in blocks.items():
+        if geom == shared.geom and all(w >= r for w, r in zip(widths, shared.widths)):
+            program = bind(widths)
+            if program is not None:
+                return program.take(wide)
+    widths = tuple(max(pair) for pair in zip(shared.widths, hints.get(shared.geom, ())))
+    program = shared if not widths or widths == shared.widths else bind(widths) or shared
+    blocks[program.geom, program.widths] = wide = program.widen(x._local)
+    hints[program.geom] = program.widths
+    return program.take(wide)
 
 
 class _ConstantBlock:

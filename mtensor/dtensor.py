@@ -46,8 +46,9 @@ class DTensor:
     # _view: how this tensor views another (views.View) or None; _version: bumped by every
     # write to this tensor's block, so views of it know when they are stale; _reduced: for a
     # tensor of partial terms an op needed whole, (version, epoch, the reduced DTensor);
-    # _windows: (views.stamp, {key: block}) the block widened by halo rows, shared by the
-    # windowed reads (stencil slices) made while the content is unchanged (decide._widened).
+    # _windows: [views.stamp, {key: block}, {geom: widths}] the block widened by halo rows,
+    # shared by the windowed reads (stencil slices) made while the content is unchanged,
+    # and the widths read so far (decide._widened).
     __slots__ = ("_local", "_spec", "_view", "_version", "_reduced", "_windows")
 
     def __init__(self, local: np.ndarray, spec: DTensorSpec):

@@ -87,7 +87,8 @@ def wrote(x) -> None:
     """``x``'s block was just written in place: count it, and write it through to its base."""
     o = owner(x)
     o._version += 1
-    o._windows = None
+    if o._windows is not None:
+        o._windows[1] = {}     # the widened blocks are stale; the widths read stay a hint
     view = o._view
     if view is not None:
         PUT_BACK[view.op[0]](view.parent, o, view.op[1])

@@ -118,17 +118,19 @@ class Windows:
 
 
 class SharedWindows:
-    """An operand's windows served as views of its block widened by their reach (every
-    read of one array at one width then shares one exchange and one copy: a stencil's
-    shifted slices).  ``widen`` makes the widened block, which the caller keeps while the
-    array is unchanged (``key`` names it); ``take`` cuts one read's window out of it."""
+    """An operand's windows served as views of its block widened by ``widths`` rows (at
+    least their reach), so that every read of one array at one width shares one exchange
+    and one copy: a stencil's shifted slices.  ``widen`` makes the widened block, which
+    the caller keeps while the array is unchanged (``geom`` and ``widths`` name it);
+    ``take`` cuts one read's window out of it."""
 
-    __slots__ = ("key", "widen", "index")
+    __slots__ = ("geom", "widths", "widen", "index")
 
     def __init__(self, mesh, shape, dtype, placements, windows, widths, takes):
         wide = tuple(Window(w.operand, w.mesh_dim, w.dim, shape[w.dim], 0, widen=r)
                      for w, r in zip(windows, widths))
-        self.key = (tuple(placements), wide)
+        self.geom = (tuple(placements), tuple((w.mesh_dim, w.dim) for w in windows))
+        self.widths = tuple(widths)
         self.widen = Windows(mesh, shape, dtype, placements, wide)
         index = [slice(None)] * len(shape)
         for w, rows in zip(windows, takes):
@@ -160,20 +162,22 @@ def bind_windows(mesh, shape, dtype, placements, windows) -> Windows:
                    lambda: Windows(mesh, shape, dtype, placements, windows))
 
 
-def bind_shared(mesh, shape, dtype, placements, windows) -> Optional[SharedWindows]:
-    """The cached :class:`SharedWindows` of a layout, or None where the windows move no
-    rows (each is a view of the block: cheaper still) or cannot share a widened block."""
+def bind_shared(mesh, shape, dtype, placements, windows, widths=None
+                ) -> Optional[SharedWindows]:
+    """The cached :class:`SharedWindows` of a layout, its block widened by ``widths`` rows
+    (default: the windows' reach), or None where the windows move no rows (each is a view
+    of the block: cheaper still) or cannot be cut from such a widened block."""
     def make():
         sizes = [(shape[w.dim], mesh.shape[w.mesh_dim]) for w in windows]
         if not any(r.moves for w, (n, p) in zip(windows, sizes) for r in halo_plan(w, n, p)):
             return None
-        widths = [reach(w, n, p) for w, (n, p) in zip(windows, sizes)]
-        takes = [widened(w, r, n, p) for w, r, (n, p) in zip(windows, widths, sizes)]
+        wide = widths or [reach(w, n, p) for w, (n, p) in zip(windows, sizes)]
+        takes = [widened(w, r, n, p) for w, r, (n, p) in zip(windows, wide, sizes)]
         if any(t is None for t in takes):
             return None
-        return SharedWindows(mesh, shape, dtype, placements, windows, widths, takes)
-    return _cached(("shared", mesh, tuple(shape), dtype, tuple(placements), tuple(windows)),
-                   make)
+        return SharedWindows(mesh, shape, dtype, placements, windows, wide, takes)
+    return _cached(("shared", mesh, tuple(shape), dtype, tuple(placements), tuple(windows),
+                    widths), make)
 
 
 def _exchange(mesh, i: int, d: int, block, dtype, me, shape) -> Collective:

@@ -144,6 +144,24 @@ def test_slices_of_one_array_share_one_exchange_until_it_is_written(mesh):
         assert np.array_equal(host(got.full_tensor()), ref)
 
 
+def test_slices_reaching_one_and_two_rows_share_one_exchange_from_the_second_step(mesh):
+    """Uneven blocks: ``U[:-2]`` and ``U[2:]`` reach one and two rows past some blocks; the
+    first step may exchange for each, every later one exchanges once (the widths read are
+    kept as a hint for the next version of the array), bit for bit."""
+    p = mesh.shape[0]
+    full = np.random.default_rng(9).standard_normal((10 * p + 3, 4))
+    U = mt.distribute_tensor(full, mesh, [Shard(0)] + [Replicate()] * (mesh.ndim - 1))
+    want = full.copy()
+    for step in range(3):
+        with mt.CommDebugMode() as comm:
+            L = U[:-2] + U[2:] - 2 * U[1:-1]
+        assert np.array_equal(host(L.full_tensor()), want[:-2] + want[2:] - 2 * want[1:-1])
+        halos = comm.get_comm_counts().get("halo", 0)
+        assert heavy(comm) == {} and halos <= (2 if step == 0 else 1) and (halos > 0) == (p > 1)
+        U[1:-1] += 0.1 * L
+        want[1:-1] += 0.1 * (want[:-2] + want[2:] - 2 * want[1:-1])
+
+
 @pytest.mark.parametrize("shift", [1, -1, 2, -3, 40])
 def test_roll_along_a_split_dim_is_a_periodic_halo(mesh, shift):
     full = np.arange(23 * 4.0).reshape(23, 4)
