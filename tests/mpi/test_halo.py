@@ -208,6 +208,25 @@ def test_a_periodic_laplacian_by_roll_and_its_gradient(mesh):
     assert np.allclose(host(g.full_tensor()), np.roll(full, 2, 0) + np.roll(full, -2, 0))
 
 
+def test_a_stencils_gradient_moves_halos_back(mesh):
+    """The adjoint of a slice of step 1 is its cotangent padded with zeros (np.pad's
+    constant mode), so a split dim's gradient moves the slices' edge rows back to the
+    blocks that hold them: halos, and the loss's one scalar all-reduce, no gather."""
+    full = np.random.default_rng(10).standard_normal((24, 7))
+    U = mt.distribute_tensor(full, mesh, [Shard(0)] + [Replicate()] * (mesh.ndim - 1))
+    with mt.CommDebugMode() as comm:
+        _, g = mt.value_and_grad(lambda u: (five_point(u) ** 2).sum())(U)
+    L2 = 2 * five_point(full)
+    want = sum(c * np.pad(L2, pads) for c, pads in (
+        (1, ((2, 0), (1, 1))), (1, ((0, 2), (1, 1))), (1, ((1, 1), (2, 0))),
+        (1, ((1, 1), (0, 2))), (-4, ((1, 1), (1, 1)))))
+    assert np.allclose(host(g.full_tensor()), want, rtol=1e-12, atol=1e-12)
+    assert g.placements == U.placements
+    if 24 // mesh.shape[0] >= 2:
+        moved = {k: v for k, v in comm.get_comm_bytes().items() if k in HEAVY}
+        assert set(moved) <= {"all_reduce"} and sum(moved.values()) <= 16 * mesh.size(), moved
+
+
 def test_a_wide_window_gathers_instead_and_other_dtypes_slice(mesh):
     full = np.arange(16 * 3).reshape(16, 3)
     U = mt.distribute_tensor(full, mesh, [Shard(0)] + [Replicate()] * (mesh.ndim - 1))
