@@ -65,7 +65,10 @@ def _byte_layout(counts: tuple, itemsize: int):
 
 
 def _even(counts) -> bool:
-    """Whether every piece has one size (a plan's counts repeat call after call: kept)."""
+    """Whether every piece has one size (a plan's counts repeat call after call: kept;
+    counts given as a list, by the data-dependent plans and the two-level collectives, are
+    looked up as a tuple)."""
+    counts = counts if type(counts) is tuple else tuple(counts)
     even = _EVEN.get(counts)
     if even is None:
         even = _EVEN[counts] = all(c == counts[0] for c in counts)
