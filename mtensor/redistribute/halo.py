@@ -141,7 +141,7 @@ class SharedWindows:
         tracer = modes.active.tracer
         if tracer is None:
             return wide[self.index]
-        return tracer.call("halo view", lambda a: a[self.index], (wide,))
+        return tracer.call("halo window", lambda a: a[self.index], (wide,))  # a view
 
 
 _bound: dict = {}
