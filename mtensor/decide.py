@@ -5,10 +5,11 @@ so a repeated call does no planning at all.
 from __future__ import annotations
 
 import cmath
+from functools import partial
 
 import numpy as np
 
-from . import modes
+from . import modes, views
 from .cost import model as cost
 from .device.arrays import is_block, to_device
 from .dtensor import DTensor, guarded, redistribution
@@ -16,7 +17,7 @@ from .ops import RULES, OpCall, Operand
 from .ops.choose import choose_windows
 from .ops.pointwise import PARTIAL_ALGEBRA
 from .placement import Partial, Replicate, local_slices
-from .redistribute.halo import bind_windows
+from .redistribute.halo import bind_shared, bind_windows
 from .spec import DTensorSpec, check_same_mesh
 
 _SCALARS = (int, float, complex, bool)
@@ -25,8 +26,8 @@ _SCALARS = (int, float, complex, bool)
 class Decision:
     """A cached strategy bound to this rank: what to run for one op signature."""
 
-    __slots__ = ("prepare", "in_specs", "direct", "kernel", "into", "mesh", "placements",
-                 "shape", "nout", "specs", "cost", "check", "attached")
+    __slots__ = ("prepare", "in_specs", "direct", "kernel", "traced", "into", "mesh",
+                 "placements", "shape", "nout", "specs", "cost", "check", "attached")
 
     def out_spec(self, dtype) -> DTensorSpec:
         spec = self.specs.get(dtype)
@@ -129,12 +130,14 @@ def decide(name: str, operands, params, into=None, unsafe=False) -> Decision:
     prepared = [_layout_program(o, layout, mesh, model) for o, layout in zip(operands, in_layouts)]
     for j in sorted({w.operand for w in windows}):
         mine = [w for w in windows if w.operand == j]
-        prepared[j] = _Windowed(prepared[j][0], operands[j], in_layouts[j], mine, mesh), None
+        prepared[j] = _Windowed(prepared[j][0], operands[j], in_layouts[j], mine, mesh,
+                                strategy.shares_windows), None
     d.prepare = tuple(run for run, _ in prepared)
     d.in_specs = tuple(spec for _, spec in prepared)
     # every operand a DTensor already laid out as wanted: the common, fastest case
     d.direct = all(type(o) is DTensor and p is None for o, p in zip(operands, d.prepare))
     d.kernel = strategy.bind(in_layouts, out_layout, mesh, windows)
+    d.traced = getattr(d.kernel, "unpooled", d.kernel)    # what a trace records
     d.into = strategy.into
     d.mesh, d.placements, d.shape, d.nout = mesh, out_layout, strategy.out_shape, strategy.nout
     d.specs, d.cost, d.attached = {}, predicted, None
@@ -161,16 +164,49 @@ def _layout_program(operand, layout, mesh, model):
 
 
 class _Windowed:
-    """Lays an operand out as the strategy wants, then reads its windows."""
+    """Lays an operand out as the strategy wants, then reads its windows: called on the
+    DTensor, whose widened block a kernel that shares windows (``Strategy.shares_windows``:
+    getitem, whose results are views of the operand) reads from while it is unchanged."""
 
-    __slots__ = ("layout", "windows")
+    __slots__ = ("layout", "windows", "shared", "bind")
 
-    def __init__(self, layout, operand, placements, windows, mesh):
+    def __init__(self, layout, operand, placements, windows, mesh, share):
         self.layout = layout
         self.windows = bind_windows(mesh, operand.shape, operand.dtype, placements, windows)
+        self.bind = partial(bind_shared, mesh, operand.shape, operand.dtype, placements, windows)
+        self.shared = None if layout is not None or not share else self.bind()
 
-    def __call__(self, local):
+    def __call__(self, operand):
+        if self.shared is not None:
+            return _widened(operand, self.shared, self.bind)
+        local = operand._local
         return self.windows(local if self.layout is None else self.layout(local))
+
+
+def _widened(x: DTensor, shared, bind):
+    """``shared``'s window of ``x``, cut from a block of ``x`` widened at least as far.
+    ``x._windows`` keeps [content stamp, {(geom, widths): widened block}, {geom: widths}]:
+    the blocks made while ``x`` is unchanged (its storage's write count and the replay epoch
+    name its content; a write or ``to_local`` drops them), and the widest widths read so
+    far, with which the next version's block is made at once, so that a stencil whose
+    slices reach one and two rows exchanges once a step, whatever their order."""
+    stamp = views.stamp(x)
+    held = x._windows
+    if held is None:
+        held = x._windows = [stamp, {}, {}]
+    elif held[0] != stamp:
+        held[0], held[1] = stamp, {}
+    blocks, hints = held[1], held[2]
+    for (geom, widths), wide in blocks.items():
+        if geom == shared.geom and all(w >= r for w, r in zip(widths, shared.widths)):
+            program = bind(widths)
+            if program is not None:
+                return program.take(wide)
+    widths = tuple(max(pair) for pair in zip(shared.widths, hints.get(shared.geom, ())))
+    program = shared if not widths or widths == shared.widths else bind(widths) or shared
+    blocks[program.geom, program.widths] = wide = program.widen(x._local)
+    hints[program.geom] = program.widths
+    return program.take(wide)
 
 
 class _ConstantBlock:

@@ -92,7 +92,7 @@ def run_decision(name: str, operands, params, decision, keep=None, seen=None):
         if tracer is None:
             result = decision.kernel(*blocks)
         else:
-            result = tracer.call(name, decision.kernel, blocks, decision.nout,
+            result = tracer.call(name, decision.traced, blocks, decision.nout,
                                  detail=_strategy(decision, seen), params=params)
     if decision.nout > 1:
         out = tuple(_wrap(r, decision) for r in result)
@@ -168,8 +168,8 @@ def _blocks(name, operands, decision, keep=None) -> list:
             blocks.append(run(o))
         else:
             key = (id(o), id(run))
-            if key not in moved:
-                moved[key] = (o, run(o._local), spec)
+            if key not in moved:       # spec None: read through windows, from the DTensor
+                moved[key] = (o, run(o._local) if spec is not None else run(o), spec)
             blocks.append(moved[key][1])
     for o, block, spec in moved.values():
         if o is not keep:
@@ -222,7 +222,7 @@ def _laid_out_once(operand, run, spec, reuse: dict):
     products use it; ``reuse[id]`` also keeps its latest layout, which the pass hands to the
     next product (the memo lives as long as the pass and keeps the operand alive)."""
     if type(operand) is not DTensor or spec is None:     # a constant, or read through windows
-        return run(operand if type(operand) is not DTensor else operand._local)
+        return run(operand)
     key = (id(operand), id(run))
     if key not in reuse:
         reuse[key] = reuse[id(operand)] = (operand, DTensor(run(operand._local), spec))

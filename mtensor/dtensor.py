@@ -45,8 +45,11 @@ class DTensor:
 
     # _view: how this tensor views another (views.View) or None; _version: bumped by every
     # write to this tensor's block, so views of it know when they are stale; _reduced: for a
-    # tensor of partial terms an op needed whole, (version, epoch, the reduced DTensor).
-    __slots__ = ("_local", "_spec", "_view", "_version", "_reduced")
+    # tensor of partial terms an op needed whole, (version, epoch, the reduced DTensor);
+    # _windows: [views.stamp, {key: block}, {geom: widths}] the block widened by halo rows,
+    # shared by the windowed reads (stencil slices) made while the content is unchanged,
+    # and the widths read so far (decide._widened).
+    __slots__ = ("_local", "_spec", "_view", "_version", "_reduced", "_windows")
 
     def __init__(self, local: np.ndarray, spec: DTensorSpec):
         self._local = local
@@ -54,6 +57,7 @@ class DTensor:
         self._view = None
         self._version = 0
         self._reduced = None
+        self._windows = None
 
     @property
     def placements(self):
@@ -104,7 +108,11 @@ class DTensor:
         if modes.is_tracked(self):
             return modes.active.tape.local_of(self, grad_placements)
         block = self._block()
-        self._reduced = None      # the caller may write the block in place
+        self._reduced = None      # the caller may write the block in place, which may be a
+        x = self                  # view of a widened block its bases' slices share
+        while x is not None:
+            x._windows = None
+            x = x._view.parent if x._view is not None else None
         return block
 
     def _block(self):

@@ -19,7 +19,8 @@ def halo(x: DTensor, width: int, dim: int = 0, periodic: bool = False):
     """This rank's block of ``x`` with ``width`` slices along ``dim`` of the previous and
     the next rank's blocks attached before and after it (the array's first and last block
     get none on their outer side, unless ``periodic``: then the array wraps round, as
-    ``np.roll`` does).  A dim that is not split gets the block itself (wrapped when
+    ``np.roll`` does).  Where nothing is attached (a dim that is not split, or ``width``
+    0) it is the block itself, as ``to_local()`` (a dim that is not split wrapped when
     ``periodic``).  Partial terms are reduced first (``x`` keeps its layout).  Raises on
     every rank when ``dim`` is split by two mesh dims or a neighbour's block is narrower
     than ``width``."""

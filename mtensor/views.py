@@ -31,7 +31,7 @@ class View:
 
     def __init__(self, parent, op, attached: bool, key=None):
         self.parent, self.op, self.attached, self.key = parent, op, attached, key
-        self.seen = _stamp(parent)
+        self.seen = stamp(parent)
 
 
 class _State:
@@ -55,7 +55,8 @@ def owner(x):
     return x
 
 
-def _stamp(x):
+def stamp(x):
+    """What names the content of ``x``'s storage: (replay epoch, its owner's write count)."""
     return state.epoch, owner(x)._version
 
 
@@ -74,11 +75,11 @@ def sync(x) -> None:
     if view is None:
         return
     sync(view.parent)
-    stamp = _stamp(view.parent)
-    if view.seen != stamp:
+    now = stamp(view.parent)
+    if view.seen != now:
         fresh = recompute(view.parent, view.op)
         modes.effect("refresh view", np.copyto, o._local, fresh._local)
-        view.seen = stamp
+        view.seen = now
         o._version += 1
 
 
@@ -86,10 +87,12 @@ def wrote(x) -> None:
     """``x``'s block was just written in place: count it, and write it through to its base."""
     o = owner(x)
     o._version += 1
+    if o._windows is not None:
+        o._windows[1] = {}     # the widened blocks are stale; the widths read stay a hint
     view = o._view
     if view is not None:
         PUT_BACK[view.op[0]](view.parent, o, view.op[1])
-        view.seen = _stamp(view.parent)
+        view.seen = stamp(view.parent)
 
 
 def new_epoch() -> None:

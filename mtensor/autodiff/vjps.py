@@ -151,7 +151,7 @@ VJPS.update({
     "expand_dims": _unary(lambda g, out, ops, params: g.reshape(ops[0].shape)),
     "squeeze": _unary(lambda g, out, ops, params: g.reshape(ops[0].shape)),
     "broadcast_to": _unary(lambda g, out, ops, params: unbroadcast(g, ops[0].shape)),
-    "getitem": _unary(lambda g, out, ops, params: _index_put(g, params[0], ops[0].shape)),
+    "getitem": _unary(lambda g, out, ops, params: _slice_put(g, params[0], ops[0].shape)),
     "roll": _unary(lambda g, out, ops, params: dispatch("roll", (g,), (params[0], -params[1]))),
     # the reverse redistribution: all-gather <-> reduce-scatter, a Partial source is whole
     "redistribute": _unary(lambda g, out, ops, params: relayout(g, reduced(params[0]))),
@@ -160,6 +160,21 @@ VJPS.update({
 
 def _index_put(g, key, shape):
     return dispatch("index_put", (g,), (key, tuple(shape)))
+
+
+def _slice_put(g, key, shape):
+    """The adjoint of getitem.  A key of step-1 slices alone (a stencil's ``U[2:, 1:-1]``):
+    ``g`` padded with zeros along each sliced dim (``np.pad``'s constant mode, which reads a
+    split dim through a window: the rows of ``g`` move to the blocks of the input that hold
+    them, a halo's worth, where a write at the key would gather ``g``); else the zeros of
+    ``index_put`` with ``g`` written at the key."""
+    if any(e[0] != "s" or e[3] != 1 for e in key):
+        return _index_put(g, key, shape)
+    for d, entry in enumerate(key):
+        start, stop = entry[1], max(entry[2], entry[1])
+        if (start, stop) != (0, shape[d]):
+            g = dispatch("pad_axis", (g,), (d, start, shape[d] - stop, "constant", (0, 0)))
+    return g
 
 
 def _join_vjp(stacked):

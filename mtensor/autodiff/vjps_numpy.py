@@ -94,21 +94,43 @@ def _helper_of(name, composite):
 def _halo_apply_vjp(j, g, out, ops, params):
     """``np.diff`` is linear: the adjoint of one difference is minus the difference of the
     cotangent padded with a zero at each end (the whole [prepend, a, append] rows), taken
-    ``n`` times and cut into the operands' rows.  The gathered edges are ``a``'s own rows,
-    already counted in ``a``'s share: they get none."""
-    kind, axis, _, _, roles, rest = params
+    ``n`` times and cut into the operands' rows."""
+    kind, axis, roles, rest = params
     if kind != "diff":
         raise TypeError(f"value_and_grad: np.{kind} has no gradient rule in mtensor; write "
                         f"it with slices (a[2:] - a[:-2], a[1:] * w[0] + a[:-1] * w[1]) or "
                         f"np.diff")
-    if roles[j] == "edges":
-        return None
     n, before, _ = rest
     for _ in range(n):
         g = -np.diff(g, axis=axis, prepend=0, append=0)
     start = {"prepend": 0, "a": before, "append": before + ops[0].shape[axis]}[roles[j]]
     rows = slice(start, start + np.shape(ops[j])[axis])
     return _dtype_of(g[(slice(None),) * axis + (rows,)], ops[j])
+
+
+def _pad_vjp(j, g, out, ops, params):
+    """``np.pad`` along one axis copies rows: each row of ``a`` gets the cotangent of the
+    output rows that copy it.  Constant: the middle rows; edge: those, the end rows adding
+    the pad beyond them; wrap: the output zero-padded so that its rows line up with ``a``'s
+    every ``n`` rows, folded by a reshape and summed."""
+    axis, before, after, mode, _ = params
+    n = ops[0].shape[axis]
+
+    def rows(x, lo, hi):
+        return x[(slice(None),) * axis + (slice(lo, hi),)]
+    if mode == "constant":
+        return rows(g, before, before + n)
+    if mode == "edge":
+        head = np.sum(rows(g, 0, before + 1), axis=axis, keepdims=True)
+        tail = np.sum(rows(g, before + n - 1, before + n + after), axis=axis, keepdims=True)
+        if n == 1:
+            return head + tail - rows(g, before, before + 1)
+        return np.concatenate([head, rows(g, before + 1, before + n - 1), tail], axis=axis)
+    lead = -before % n
+    total = lead + before + n + after
+    folded = np.pad(g, [(0, 0)] * axis + [(lead, -total % n)] + [(0, 0)] * (g.ndim - axis - 1))
+    shape = g.shape[:axis] + (folded.shape[axis] // n, n) + g.shape[axis + 1:]
+    return np.sum(np.reshape(folded, shape), axis=axis)
 
 
 def _interp_vjp(j, g, out, ops, params):
@@ -143,10 +165,9 @@ VJPS.update({
     "take": _take_vjp, "take_along_axis": _take_along_axis_vjp,
     "ufunc_accumulate": _scan_vjp, "scan_apply": _scan_apply_vjp,
     "scan_totals": _helper_of("scan_totals", "np.cumsum"),
-    "halo_edges": _helper_of("halo_edges", "np.diff"),
     "getitem_advanced": lambda j, g, out, ops, params: _added_at(g, ops[0],
                                                                  plain_key(params[0])),
-    "halo_apply": _halo_apply_vjp, "interp": _interp_vjp,
+    "halo_apply": _halo_apply_vjp, "interp": _interp_vjp, "pad_axis": _pad_vjp,
     "round": pointwise_vjp(lambda g, o, a: np.zeros_like(g)),
     "real": pointwise_vjp(lambda g, o, a: g.astype(a.dtype)),
     "imag": pointwise_vjp(lambda g, o, a: g * -1j if a.dtype.kind == "c" else np.zeros_like(g)),

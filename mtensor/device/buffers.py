@@ -10,7 +10,9 @@ How it knows: every array handed out is a view of a pooled ``uint8`` buffer, and
 buffer whose reference count is back to the pool's own is free.  Checking that is one
 ``sys.getrefcount`` call, much cheaper than a finalizer per array.  On interpreters without
 reference counts (PyPy) the pool is off.  Small buffers (below ``MIN_BYTES``) come from numpy
-directly; at most ``MTENSOR_BUFFER_CACHE_MB`` (default 1024) are pooled.
+directly; at most ``MTENSOR_BUFFER_CACHE_MB`` (default 1024) are pooled, and a full pool
+drops unused buffers to make room for a new size.  Besides collectives' outputs, the pool
+serves large elementwise results and halo windows (a stencil step makes dozens of them).
 """
 from __future__ import annotations
 
@@ -53,10 +55,29 @@ def empty(shape, dtype) -> np.ndarray:
         if sys.getrefcount(raw) == _UNUSED:
             return np.ndarray(shape, dtype, raw)      # a view of raw: it holds raw
     raw = np.empty(nbytes, np.uint8)
+    if _pooled_bytes[0] + nbytes > _cap:
+        _release(_pooled_bytes[0] + nbytes - _cap)
     if _pooled_bytes[0] + nbytes <= _cap:
         pool.append(raw)
         _pooled_bytes[0] += nbytes
     return np.ndarray(shape, dtype, raw)
+
+
+def _release(wanted: int) -> None:
+    """Forget unused buffers of any size until ``wanted`` bytes are released (or none is
+    left unused): a full pool makes room for the sizes in use now, so sizes a program has
+    stopped using do not hold the cap for good."""
+    for nbytes, pool in _pools.items():
+        keep = []
+        for raw in pool:
+            if wanted > 0 and sys.getrefcount(raw) == _UNUSED:
+                _pooled_bytes[0] -= nbytes
+                wanted -= nbytes
+            else:
+                keep.append(raw)
+        pool[:] = keep
+        if wanted <= 0:
+            return
 
 
 def empty_cache() -> int:

@@ -1,6 +1,7 @@
-"""``np.diff``, ``np.ediff1d``, ``np.gradient`` and ``np.convolve`` on DTensors.  Along a split
-axis they exchange halos (``ops.halo``): each block's first and last few slices are
-all-gathered, and each rank computes its output block from its own block and those edges.
+"""``np.diff``, ``np.ediff1d``, ``np.gradient`` and ``np.convolve`` on DTensors: one op,
+``halo_apply`` (``ops.halo``), in which each rank computes its output block from the rows
+its block reads; along a split axis a halo exchange brings the few rows past the block's
+ends (the axis is gathered whole where a block is narrower than the rows it must lend).
 """
 from __future__ import annotations
 
@@ -9,33 +10,16 @@ from numpy.lib.array_utils import normalize_axis_index, normalize_axis_tuple
 
 from ..device import arrays as device
 from ..dtensor import DTensor, asnumpy
-from ..ops.halo import halo_width
-from ..ops.ufunc_methods import gathered, scan_mesh_dims
-from ..placement import Partial, Replicate, reduced
+from ..placement import Replicate
 from .joins import concatenate
 from .shapes import broadcast_to, ravel
 from .util import as_array, implements, run
 
-# --- differences: halo exchanges -----------------------------------------------------------
+# --- differences: the rows each block reads ------------------------------------------------
 
 def _halo(kind, a, axis, params, extras=(), roles=()):
-    """``halo_apply`` of ``a`` along ``axis``, with the edges it needs gathered first."""
-    if any(isinstance(p, Partial) for p in a.placements):
-        a = a.redistribute(placements=reduced(a.placements))
-    mesh = a.device_mesh
-    sizes = tuple(mesh.shape[i] for i in scan_mesh_dims(a.placements, axis))
-    width, whole = halo_width(kind, params, a.shape[axis], sizes)
-    operands, names = [a], ["a"]
-    if width:
-        if whole:
-            edges = a.redistribute(mesh, gathered(a.placements, axis))
-        else:
-            edges = run("halo_edges", (a,), (axis, width))
-            edges = edges.redistribute(mesh, gathered(edges.placements, axis))
-        operands.append(edges)
-        names.append("edges")
-    return run("halo_apply", (*operands, *extras),
-                (kind, axis, width, whole, (*names, *roles), params))
+    """``halo_apply`` of ``a`` along ``axis`` (its rule reads the rows through windows)."""
+    return run("halo_apply", (a, *extras), (kind, axis, ("a", *roles), params))
 
 
 def _numeric(name, *arrays):

@@ -1,15 +1,15 @@
-"""numpy's tiling and padding on DTensors: ``repeat``, ``tile``, ``pad`` (constant mode).
+"""numpy's tiling and padding on DTensors: ``repeat``, ``tile``, ``pad`` (constant, edge, wrap).
 """
 from __future__ import annotations
 
 import numpy as np
 from numpy.lib.array_utils import normalize_axis_index
 
+from ..ops.pad import MODES
 from .elementwise import copy as _copy
-from .joins import concatenate
 from .selection import take
 from .shapes import broadcast_to, expand_dims, ravel, reshape
-from .util import host_value, implements, refuse_dtensor_args, unsupported
+from .util import host_value, implements, refuse_dtensor_args, run, unsupported
 
 # --- repeat and tile: broadcast a new axis, copy, merge it in ----------------------------
 
@@ -82,13 +82,14 @@ def _pairs(x, ndim, as_index=False):
 
 @implements(np.pad)
 def pad(array, pad_width, mode="constant", **kwargs):
-    """``mode='constant'`` only: along each padded axis, a join with constant slabs (a
-    split axis is made whole by the join; the others keep their split)."""
-    if callable(mode) or mode != "constant":
-        unsupported("pad", "mode", f"({mode!r}; only mode='constant' is)")
-    unknown = set(kwargs) - {"constant_values"}
+    """Modes 'constant', 'edge' and 'wrap': one ``pad_axis`` op per padded axis (a split
+    axis reads a window of each block's neighbours: ``ops.pad``), so the output keeps the
+    array's layout."""
+    if callable(mode) or mode not in MODES:
+        unsupported("pad", "mode", f"({mode!r}; only {', '.join(map(repr, MODES))} are)")
+    unknown = set(kwargs) - ({"constant_values"} if mode == "constant" else set())
     if unknown:
-        raise ValueError(f"unsupported keyword arguments for mode 'constant': {unknown}")
+        raise ValueError(f"unsupported keyword arguments for mode '{mode}': {unknown}")
     values = kwargs.get("constant_values", 0)
     refuse_dtensor_args("pad", pad_width=pad_width, constant_values=values)
     if isinstance(pad_width, dict):
@@ -99,14 +100,11 @@ def pad(array, pad_width, mode="constant", **kwargs):
     widths, values = _pairs(pad_width, array.ndim, True), _pairs(values, array.ndim)
     out = array
     for ax in range(array.ndim):
-        parts = [out]
-        for end, (width, value) in enumerate(zip(widths[ax], values[ax])):
-            if width:
-                shape = out.shape[:ax] + (width,) + out.shape[ax + 1:]
-                slab = np.full(shape, value, dtype=array.dtype)
-                parts.insert(0 if end == 0 else len(parts), slab)
-        if len(parts) > 1:
-            out = concatenate(parts, axis=ax)
+        before, after = widths[ax]
+        if not before and not after:
+            continue
+        if mode != "constant" and out.shape[ax] == 0:
+            raise ValueError(f"can't extend empty axis {ax} using modes other than 'constant' "
+                             f"or 'empty'")
+        out = run("pad_axis", (out,), (ax, int(before), int(after), mode, tuple(values[ax])))
     return _copy(out) if out is array else out
-
-

@@ -5,6 +5,7 @@ from . import (  # the op families: each registers its rules in registry.RULES a
     halo,
     indexing,
     join,
+    pad,
     pointwise,
     reduction,
     ufunc_methods,

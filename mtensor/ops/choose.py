@@ -33,13 +33,16 @@ def _change_cost(placements, mesh_dim, want, shape, mesh_shape, itemsize, model)
 
 
 def _price(call: OpCall, mesh_dim: int, choice: Choice, model) -> Tuple:
-    """(introduces a split, predicted seconds, operands relabelled, leaves partial terms).
+    """(introduces a split, predicted seconds, operands relabelled, leaves partial terms,
+    relabels the first operand's placement in the output).
 
     A choice that splits the output along a mesh dim where no operand is split comes last:
     undoing that split costs the all-gather that the greedy price does not see (a reduce-
     scatter of partial terms is cheaper than an all-reduce now, and dearer once gathered
     again).  On equal prices fewer changed placements win, so a size-1 mesh dim (where every
-    change is free) keeps the operands' layout; then a whole value beats partial terms.  An
+    change is free) keeps the operands' layout; then a whole value beats partial terms, then
+    an output placed as the first operand is (a rule whose choices differ in the output
+    alone: ``np.diff`` gathering a split axis keeps it split, a replicated one whole).  An
     operand that is an earlier one again (``x * x``) is priced once: its block moves once."""
     cost = 0.0 if choice.window is None else _halo_cost(call, mesh_dim, choice.window, model)
     moved = 0  # pragma: no mutate
@@ -48,7 +51,7 @@ def _price(call: OpCall, mesh_dim: int, choice: Choice, model) -> Tuple:
     for j, (operand, want) in enumerate(zip(call.operands, choice.inputs)):
         if operand.placements is None:
             if isinstance(want, Partial):
-                return True, math.inf, 0, 0  # pragma: no mutate  (a constant cannot be partial terms)
+                return True, math.inf, 0, 0, 0  # pragma: no mutate  (a constant cannot be partial terms)
             continue
         have = operand.placements[mesh_dim]
         split = split and not isinstance(have, Shard)
@@ -57,7 +60,9 @@ def _price(call: OpCall, mesh_dim: int, choice: Choice, model) -> Tuple:
         cost += _change_cost(operand.placements, mesh_dim, want, operand.shape,
                              call.mesh_shape, operand.dtype.itemsize, model)
         moved += have != want
-    return split, cost, moved, isinstance(choice.output, Partial)
+    first = call.operands[0].placements
+    kept = first is None or first[mesh_dim] == choice.output
+    return split, cost, moved, isinstance(choice.output, Partial), not kept
 
 
 def _halo_cost(call: OpCall, mesh_dim: int, window, model) -> float:
@@ -88,7 +93,7 @@ def choose_windows(call: OpCall, choices, model, into=None):
     wanted: List[list] = [[] for _ in call.operands]
     output, total, windows = [], 0.0, []
     for mesh_dim in range(len(call.mesh_shape)):
-        best, best_cost = None, (True, math.inf, 0, 0)
+        best, best_cost = None, (True, math.inf, 0, 0, 0)
         for choice in choices:
             if into is not None and choice.output != into[mesh_dim]:
                 continue

@@ -1,31 +1,25 @@
-"""Halo exchange along a split axis, for ``np.diff``, ``np.gradient`` and ``np.convolve``.
+"""``np.diff``, ``np.convolve`` and ``np.gradient`` along an axis, as one op: ``halo_apply``.
 
-A difference along a split axis needs a few slices of the neighbouring blocks.  It runs in
-two ops around one small gather (:mod:`numpy_scans` drives them)::
-
-    edges = halo_edges(a)          block k's first and last ``width`` slices (2*width rows,
-                                   zero-padded), stacked along the axis, sharded like ``a``
-    edges = edges.redistribute()   the planner's all-gather of those slices only
-    out   = halo_apply(a, edges)   each rank assembles the rows its output block needs
-                                   (its block, neighbours' edges, prepended/appended rows)
-                                   into a window and runs numpy on it
-
-``halo_width`` finds, from shapes alone, how far any output block reaches past its input
-block, so the edges always hold every row a window needs.  When the edges would not be
-smaller than the blocks themselves, the axis is gathered whole instead (``whole``).  The
-output keeps ``a``'s placements in the array_split layout of its own length.
+Each rank computes its output block from the rows of ``a`` that block reads: output rows
+``[s, e)`` of a difference of order ``n`` read the rows ``[s, e + n)`` of ``[prepend, a,
+append]`` (a 'valid' convolution with a kernel of ``n + 1`` taps likewise; the mode's zero
+padding is its prepended and appended rows), and a gradient's block reads ``edge_order``
+rows past either end (the one-sided stencils at the axis' ends read the first or last
+``edge_order + 1`` rows; the window's own ends are cut off).  Those rows are a
+:class:`~mtensor.ops.windows.Window` of ``a``: along an axis split by one mesh dim a halo
+exchange with the neighbours brings them, and the output keeps ``a``'s split (the
+array_split layout of its own length).  Where no window fits (a block narrower than the
+rows it must lend, or the axis split by two mesh dims) the axis is gathered whole and each
+rank cuts the same rows from it, so the values are the same either way.
 """
 from __future__ import annotations
-
-import math
-from functools import lru_cache
 
 import numpy as np
 
 from ..device.arrays import like
-from ..placement import Partial, Replicate, Shard
+from ..placement import Partial, Replicate, Shard, local_bounds
 from .registry import Choice, OpCall, Strategy, register
-from .ufunc_methods import axis_blocks, scan_mesh_dims
+from .windows import Window, halo_plan, is_split_once, window_rows
 
 
 def out_length(kind, length, params) -> int:
@@ -38,108 +32,68 @@ def out_length(kind, length, params) -> int:
     return length
 
 
-def _needs(kind, params, length, block, out_block):
-    """The global rows of ``a`` the output block is computed from (empty: (0, 0))."""
-    if kind in ("diff", "convolve"):
-        n, before = params[:2]
-        start, stop = out_block
-        if start == stop:
-            return 0, 0
-        lo, hi = start - before, stop + n - before
-    else:
-        reach = params[0]          # edge_order: the one-sided stencils at the ends
-        lo, hi = block
-        if lo == hi:
-            return 0, 0
-        lo, hi = lo - reach, hi + reach
-    lo, hi = max(lo, 0), min(hi, length)
-    return (lo, hi) if lo < hi else (0, 0)
-
-
-@lru_cache(maxsize=1024)
-def halo_width(kind, params, length, sizes) -> tuple:
-    """(slices each block must lend its neighbours, whether gathering the axis whole is
-    cheaper), the same on every rank."""
-    blocks = axis_blocks(length, sizes)
-    outs = axis_blocks(out_length(kind, length, params), sizes)
-    width = 0
-    for block, out_block in zip(blocks, outs):
-        lo, hi = _needs(kind, params, length, block, out_block)
-        if hi > lo:
-            width = max(width, block[0] - lo, hi - block[1])
-    return width, 2 * width >= max(hi - lo for lo, hi in blocks)
+def window_of(kind, params, length, mesh_dim=-1, axis=0) -> Window:
+    """The rows of ``a`` each output block reads (see the module docstring)."""
+    if kind == "gradient":
+        return Window(0, mesh_dim, axis, length, 0, widen=params[0])
+    n, before = params[:2]
+    return Window(0, mesh_dim, axis, out_length(kind, length, params), -before, grow=n)
 
 
 def _index(axis, ndim, rows):
     return (slice(None),) * axis + (rows,) + (slice(None),) * (ndim - axis - 1)
 
 
-@register("halo_edges")
-def halo_edges_rule(call: OpCall) -> Strategy:
-    """Each block's first and last ``width`` rows along ``axis``, zero-padded to ``width``
-    each: ``2 * width`` rows per block, in the operand's layout (Partial terms reduced)."""
-    axis, width = call.params
-    operand = call.operands[0]
-    sizes = [call.mesh_shape[i] for i in scan_mesh_dims(operand.placements, axis)]
-    shape = list(operand.shape)
-    shape[axis] = 2 * width * math.prod(sizes)
-
-    def edges(a):
-        m = a.shape[axis]
-        block_shape = list(a.shape)
-        block_shape[axis] = 2 * width
-        out = np.zeros_like(a, shape=block_shape)
-        head, tail = min(width, m), max(m - width, 0)
-        out[_index(axis, a.ndim, slice(0, head))] = a[_index(axis, a.ndim, slice(0, head))]
-        out[_index(axis, a.ndim, slice(width, width + m - tail))] = \
-            a[_index(axis, a.ndim, slice(tail, m))]
-        return out
-
-    keep = [Choice((_whole(p),), _whole(p)) for p in dict.fromkeys(operand.placements)]
-    return Strategy(tuple(shape), keep, kernel=edges)
-
-
-def _whole(p):
-    return Replicate() if isinstance(p, Partial) else p
-
-
 def _lent(p, axis):
-    """How the edges, prepended and appended rows are used where ``a`` is placed ``p``:
-    whole along the axis, split like ``a`` along the others."""
+    """How the prepended and appended rows are used where ``a`` is placed ``p``: whole
+    along the axis, split like ``a`` along the others."""
     return p if isinstance(p, Shard) and p.dim != axis else Replicate()
 
 
 @register("halo_apply")
 def halo_apply_rule(call: OpCall) -> Strategy:
-    """numpy's ``kind`` (diff, convolve or gradient) on the window of rows each output block
-    needs.
-    Operands: ``a``, then the gathered edges (or ``a`` gathered along the axis, ``whole``)
-    when ``width`` > 0, then diff's prepend and append rows or gradient's coordinates,
-    as ``roles`` names them."""
-    kind, axis, width, whole, roles, params = call.params
+    """numpy's ``kind`` (diff, convolve or gradient) on the rows each output block reads.
+    Operands: ``a``, then diff's prepend and append rows or gradient's coordinates, as
+    ``roles`` names them.  Per mesh dim: a dim split along the axis reads a window (a halo
+    exchange) or gathers the axis; any other placement is kept (partial terms reduced)."""
+    kind, axis, roles, params = call.params
     a = call.operands[0]
-    dims = scan_mesh_dims(a.placements, axis)
-    sizes = tuple(call.mesh_shape[i] for i in dims)
     length = a.shape[axis]
     shape = list(a.shape)
     shape[axis] = out_length(kind, length, params)
     dtype = _out_dtype(kind, call, roles, params)
-    choices = [Choice((_whole(p), *[Replicate() if r == "coords" else _lent(p, axis)
-                                    for r in roles[1:]]), _whole(p))
-               for p in dict.fromkeys(a.placements)]
 
-    def kernel_for(in_layouts, out_layout, mesh):
-        k = 0
-        for i in dims:
-            k = k * mesh.shape[i] + mesh.coordinate[i]
-        blocks = axis_blocks(length, sizes)
-        out_block = axis_blocks(shape[axis], sizes)[k]
-        need = _needs(kind, params, length, blocks[k], out_block)
-        window = _window(axis, blocks, k, need, width, whole)
-        compute = _gradient_kernel if kind == "gradient" else _diff_kernel
-        return compute(axis, roles, params, dtype, blocks[k], out_block, need, window, length)
+    def lent(p):
+        return tuple(Replicate() if r == "coords" else _lent(p, axis) for r in roles[1:])
 
-    return Strategy(tuple(shape), choices, kernel_for=kernel_for)
+    # the axis gathered, the output still split along it, comes after the others: on a
+    # mesh dim where ``a`` is not split along the axis it ties with keeping ``a``'s
+    # placement, which the chooser then prefers (an output split there would nest under a
+    # window's split, whose rows are planned for that mesh dim alone)
+    choices = {}
+    for p in sorted(a.placements, key=lambda p: p == Shard(axis)):
+        along = p == Shard(axis)
+        whole = Replicate() if along or isinstance(p, Partial) else p
+        choices[Choice((whole, *lent(p)), p if along else whole)] = None
+    choices = list(choices)
+    mesh_dim = is_split_once(a.placements, call.mesh_shape, axis)
+    if mesh_dim is not None:
+        window = window_of(kind, params, length, mesh_dim, axis)
+        if halo_plan(window, length, call.mesh_shape[mesh_dim]) is not None:
+            choices.append(Choice((Shard(axis), *lent(Shard(axis))), Shard(axis), window))
+
+    def kernel(windowed):
+        def bind(in_layouts, out_layout, mesh, *windows):
+            out_block = local_bounds(tuple(shape), mesh.shape, out_layout, mesh.coordinate)[axis]
+            need = window_rows(window_of(kind, params, length), out_block, length)
+            rows = (lambda a: a) if windowed else (
+                lambda a: a[_index(axis, a.ndim, slice(*need))])
+            compute = _gradient_kernel if kind == "gradient" else _diff_kernel
+            return compute(axis, roles, params, dtype, out_block, need, rows, length)
+        return bind
+
+    return Strategy(tuple(shape), choices, kernel_for=kernel(False),
+                    window_kernel_for=kernel(True))
 
 
 def _out_dtype(kind, call, roles, params):
@@ -152,49 +106,17 @@ def _out_dtype(kind, call, roles, params):
     return np.gradient(np.ones(3, dtypes[0])).dtype
 
 
-def _window(axis, blocks, k, need, width, whole):
-    """Where the rows ``need`` come from: (rows taken from the edges before the block,
-    the block's own slice, rows taken from the edges after it)."""
-    lo, hi = blocks[k]
-    start, stop = need
-    before = range(start, min(stop, lo))
-    after = range(max(start, hi), stop)
-    own = slice(min(max(start, lo), hi) - lo, max(min(stop, hi), lo) - lo)
-    return _edge_rows(before, blocks, width, whole), own, _edge_rows(after, blocks, width, whole)
-
-
-def _edge_rows(rows, blocks, width, whole):
-    """Positions of global rows in the gathered edges (or the gathered axis)."""
-    if whole:
-        return list(rows)
-    out = []
-    for r in rows:
-        j = next(j for j, (lo, hi) in enumerate(blocks) if lo <= r < hi)
-        lo, hi = blocks[j]
-        out.append(j * 2 * width + (r - lo if r - lo < width else width + r - max(lo, hi - width)))
-    return out
-
-
-def _assemble(axis, window, a, edges):
-    before, own, after = window
-    parts = [a[_index(axis, a.ndim, own)]]
-    if before:
-        parts.insert(0, np.take(edges, before, axis=axis))
-    if after:
-        parts.append(np.take(edges, after, axis=axis))
-    return parts[0] if len(parts) == 1 else np.concatenate(parts, axis=axis)
-
-
 def _empty(a, axis, dtype, rows):
     shape = list(a.shape)
     shape[axis] = rows
     return np.empty_like(a, dtype, shape=shape)
 
 
-def _diff_kernel(axis, roles, params, dtype, block, out_block, need, window, length):
+def _diff_kernel(axis, roles, params, dtype, out_block, need, rows_of, length):
     """np.diff of the combined rows [prepend, a, append] from ``start`` to ``stop + n``,
     which give this output block's rows ``start .. stop`` (np.convolve's 'valid' with the
-    kernel ``params[3:]``: the prepended and appended rows are its zero padding)."""
+    kernel ``params[3:]``: the prepended and appended rows are its zero padding).
+    ``rows_of(a)``: the rows ``need`` of ``a``."""
     n, before = params[:2]
     kernel = np.array(params[4], params[3]) if len(params) > 3 else None
     start, stop = out_block
@@ -204,7 +126,7 @@ def _diff_kernel(axis, roles, params, dtype, block, out_block, need, window, len
         ops = dict(zip(roles[1:], rest))
         if stop == start:
             return _empty(a, axis, dtype, 0)
-        parts = [_assemble(axis, window, a, ops.get("edges"))]
+        parts = [rows_of(a)]
         if start < before:
             parts.insert(0, ops["prepend"][_index(axis, a.ndim, slice(start, min(before, end)))])
         if end > before + length:
@@ -217,17 +139,17 @@ def _diff_kernel(axis, roles, params, dtype, block, out_block, need, window, len
     return diff
 
 
-def _gradient_kernel(axis, roles, params, dtype, block, out_block, need, window, length):
-    """np.gradient of the window, cut to the block (the window's own ends are not)."""
+def _gradient_kernel(axis, roles, params, dtype, out_block, need, rows_of, length):
+    """np.gradient of the rows ``need``, cut to the block (the window's own ends are not)."""
     edge_order, spacing = params
-    lo, hi = block
+    lo, hi = out_block
     start, stop = need
 
     def gradient(a, *rest):
         ops = dict(zip(roles[1:], rest))
         if hi == lo:
             return _empty(a, axis, dtype, 0)
-        rows = _assemble(axis, window, a, ops.get("edges"))
+        rows = rows_of(a)
         step, first = spacing, start
         if "coords" in ops:
             rows, step, first = _coordinates(axis, rows, ops["coords"], start, stop, length)

@@ -66,7 +66,7 @@ def getitem_rule(call: OpCall) -> Strategy:
         return lambda a: a[plain]
 
     return Strategy(region, choices, kernel_for=kernel_for,
-                    window_kernel_for=window_kernel_for)
+                    window_kernel_for=window_kernel_for, shares_windows=True)
 
 
 def _entry_of(key, dim: int) -> int:

@@ -8,9 +8,13 @@ allows it, listed below by the property relied on; anything else reduces first.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
-from ..placement import Partial, Replicate
+from ..device import arrays as device
+from ..device import buffers
+from ..placement import Partial, Replicate, local_shape
 from .registry import (
     Choice,
     OpCall,
@@ -118,11 +122,48 @@ def ufunc_rule(call: OpCall) -> Strategy:
     kwargs = dict(call.params)
     out_shape = broadcast_shape(call)
     algebra = None if "dtype" in kwargs else PARTIAL_ALGEBRA.get(call.name)  # casts each term
+    kernel = (lambda *a: ufunc(*a, **kwargs)) if kwargs else ufunc
     return Strategy(
         out_shape, pointwise_choices(call, out_shape, algebra),
-        kernel=(lambda *a: ufunc(*a, **kwargs)) if kwargs else ufunc, nout=ufunc.nout,
-        into=_into(ufunc, kwargs) if ufunc.nout == 1 else None,
+        kernel=kernel, nout=ufunc.nout, into=_into(ufunc, kwargs) if ufunc.nout == 1 else None,
+        kernel_for=None if kwargs or ufunc.nout != 1 else _pooled(ufunc, call, out_shape),
     )
+
+
+def _pooled(ufunc, call: OpCall, out_shape):
+    """``kernel_for``: a large block written into a pooled buffer (``device.buffers``).  A
+    fresh large array costs page faults on first write (numpy's own operators avoid most by
+    reusing their temporaries, which a kernel cannot see); a stencil step makes dozens of
+    them.  Small blocks, and dtypes the resolution below cannot name, take the plain ufunc."""
+    try:
+        dtype = ufunc.resolve_dtypes(tuple(
+            type(o.promotion_arg()) if o.weak else o.dtype for o in call.operands) + (None,))[-1]
+    except (TypeError, ValueError):
+        dtype = None
+
+    def kernel_for(in_layouts, out_layout, mesh):
+        if dtype is None or dtype.kind not in "biufc":
+            return ufunc
+        shape = local_shape(out_shape, mesh.shape, out_layout, mesh.coordinate)
+        if math.prod(shape) * dtype.itemsize < buffers.MIN_BYTES:
+            return ufunc
+        return PooledUfunc(ufunc, shape, dtype, getattr(mesh, "device_type", "cpu"))
+    return kernel_for
+
+
+class PooledUfunc:
+    """A ufunc writing its block into a pooled buffer of the shape and dtype it gives.
+    ``unpooled``: the plain ufunc, which a trace records instead (the compiled replay writes
+    results into operands that die at the op, warmer memory than a pooled buffer)."""
+
+    __slots__ = ("unpooled", "shape", "dtype", "device_type")
+
+    def __init__(self, ufunc, shape, dtype, device_type):
+        self.unpooled, self.shape, self.dtype, self.device_type = ufunc, shape, dtype, device_type
+
+    def __call__(self, *blocks):
+        out = device.empty_on(self.device_type, self.shape, self.dtype)
+        return self.unpooled(*blocks, out=out)
 
 
 def _into(ufunc, kwargs):

@@ -93,6 +93,9 @@ class Strategy:
     nout: int = 1
     into: Optional[Kernel] = None   # the kernel writing into its last argument (out=)
     window_kernel_for: Optional[Callable] = None   # (..., windows): on the operands' windows
+    # the kernel's result is a view of its window that the op links as a view of the operand
+    # (getitem): windows may be views of one widened block shared by every such read
+    shares_windows: bool = False
 
     def bind(self, in_layouts, out_layout, mesh, windows=()) -> Kernel:
         if windows:

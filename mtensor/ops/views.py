@@ -150,14 +150,18 @@ def roll_rule(call: OpCall) -> Strategy:
     ndim = operand.ndim
     choices = dim_map_choices([d if d != axis else None for d in range(ndim)])
     mesh_dim = is_split_once(operand.placements, call.mesh_shape, axis)
+    kernel = np.copy         # a window that moves nothing is a view of the input's block
     if mesh_dim is not None:
         n = operand.shape[axis]
         window = Window(0, mesh_dim, axis, n, -shift, periodic=True)
-        if halo_plan(window, n, call.mesh_shape[mesh_dim]) is not None:
+        plan = halo_plan(window, n, call.mesh_shape[mesh_dim])
+        if plan is not None:
             choices.append(Choice((Shard(axis),), Shard(axis), window=window))
+            kernel = _same if any(r.moves for r in plan) else np.copy
     return Strategy(operand.shape, choices, kernel=lambda a: np.roll(a, shift, axis),
-                    window_kernel_for=lambda *args: _same)
+                    window_kernel_for=lambda *args: kernel)
 
 
 def _same(a):
+    """A window that received rows is a fresh array: the rolled block itself."""
     return a

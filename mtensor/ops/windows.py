@@ -5,9 +5,11 @@ A stencil reads shifted slices of one split array (``U[2:] + U[:-2]``); each ran
 such a slice is its own block shifted by a row or two, so it needs a few rows of its
 neighbours' blocks, not the array.  A :class:`Window` says which rows, from shapes alone: on
 ``mesh_dim`` (the one mesh dim that splits ``dim``, ``p`` ranks), rank ``k`` needs the global
-rows ``[lo + offset - widen, hi + offset + widen)`` of the operand, where ``[lo, hi)`` is block ``k`` of a dim
-of ``base`` rows in the array_split layout, clipped to ``[0, clip)`` (``periodic``: taken
-modulo the operand's length instead, as ``np.roll`` does).  :func:`halo_plan` turns that into
+rows ``[lo + offset - widen, hi + offset + widen + grow)`` of the operand, where ``[lo, hi)``
+is block ``k`` of a dim of ``base`` rows in the array_split layout, clipped to ``[0, clip)``
+(``periodic``: taken modulo the operand's length instead, as ``np.roll`` does; ``clamp``:
+rows past an end read that end's row, as ``np.pad``'s 'edge' does).  ``np.diff`` reads ``n``
+rows past its output block's end: ``grow``.  :func:`halo_plan` turns that into
 each rank's part: rows to send to the previous and the next rank, rows of its own block,
 rows to receive, or None when some rank would need rows beyond its neighbours (a window
 wider than a block: the op then gathers instead).
@@ -36,6 +38,8 @@ class Window:
     clip: int = -1          # -1: the operand's length
     periodic: bool = False
     widen: int = 0          # rows more at each end (``mt.halo``'s width)
+    grow: int = 0           # rows more after the end (``np.diff``'s order)
+    clamp: bool = False     # rows past the ends read the end rows (``np.pad``'s 'edge')
 
 
 @dataclass(frozen=True)
@@ -61,15 +65,25 @@ def blocks(length: int, p: int) -> Tuple[Rows, ...]:
     return tuple(local_bounds((length,), (p,), (Shard(0),), (k,))[0] for k in range(p))
 
 
-def _need(window: Window, length: int, p: int, k: int) -> Rows:
-    lo, hi = blocks(window.base, p)[k]
+def window_rows(window: Window, block: Rows, length: int) -> Rows:
+    """The rows of an operand of ``length`` rows that ``window`` reads for the block
+    ``[lo, hi)`` of its ``base`` rows (before wrapping round, when periodic)."""
+    lo, hi = block
     if lo == hi:
         return 0, 0
-    lo, hi = lo + window.offset - window.widen, hi + window.offset + window.widen
+    lo, hi = lo + window.offset - window.widen, hi + window.offset + window.widen + window.grow
+    if window.clamp:
+        if length == 0:
+            return 0, 0
+        return min(max(lo, 0), length - 1), max(min(hi, length), 1)
     if not window.periodic:
         clip = length if window.clip < 0 else window.clip
         lo, hi = max(lo, 0), min(hi, clip, length)
     return (lo, hi) if hi > lo else (0, 0)
+
+
+def _need(window: Window, length: int, p: int, k: int) -> Rows:
+    return window_rows(window, blocks(window.base, p)[k], length)
 
 
 def _overlap(need: Rows, block: Rows, shift: int) -> Rows:
@@ -125,3 +139,37 @@ def is_split_once(placements, mesh_shape, dim: int) -> Optional[int]:
     dims = [i for i, (q, n) in enumerate(zip(placements, mesh_shape))
             if q == Shard(dim) and n > 1]
     return dims[0] if len(dims) == 1 else None
+
+
+def reach(window: Window, length: int, p: int) -> int:
+    """How many rows past its own block (of ``length`` rows over ``p`` ranks) the farthest
+    window of any rank reaches, either side."""
+    own = blocks(length, p)
+    out = 0
+    for k in range(p):
+        lo, hi = _need(window, length, p, k)
+        if hi > lo:
+            out = max(out, own[k][0] - lo, hi - own[k][1])
+    return out
+
+
+@lru_cache(maxsize=4096)
+def widened(window: Window, width: int, length: int, p: int) -> Optional[Tuple[Rows, ...]]:
+    """Every rank's window as rows of its own block widened by ``width`` rows each side
+    (clipped to the array: what ``mt.halo(x, width)`` gives), so that every read of one
+    array at one width shares one exchange; None where the widened exchange reaches past a
+    neighbour or some window falls outside it (then each window has its own exchange)."""
+    wide = Window(window.operand, window.mesh_dim, window.dim, length, 0, widen=width)
+    if window.periodic or halo_plan(wide, length, p) is None:
+        return None
+    out = []
+    for k in range(p):
+        lo, hi = _need(window, length, p, k)
+        wlo, whi = _need(wide, length, p, k)
+        if hi <= lo:
+            out.append((0, 0))
+        elif lo < wlo or hi > whi:
+            return None
+        else:
+            out.append((lo - wlo, hi - wlo))
+    return tuple(out)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import time
+from typing import Optional
 
 import numpy as np
 
@@ -20,7 +21,7 @@ from ..comm import guard
 from ..cost.model import bus_bytes
 from ..device import arrays as device
 from ..device import buffers
-from ..ops.windows import Window, halo_plan
+from ..ops.windows import Window, halo_plan, reach, widened
 from ..placement import local_shape
 from .execute import Collective, from_front, to_front
 
@@ -78,15 +79,22 @@ class HaloProgram:
         return out
 
     def _join(self, local, edges=None):
+        """The window: a view of the block where no rank receives rows (an op whose result
+        could be its window copies it: ``roll``), else the rows joined into a pooled
+        buffer (a fresh large array would fault in every page)."""
         own = _rows(local, self.dim, self.own)
         if edges is None:
-            return own.copy()          # the window owns its block: the op's result may be it
+            return own
         parts = [own]
         if self.split:
             parts.insert(0, _rows(edges, self.dim, (0, self.split)))
         if edges.shape[self.dim] > self.split:
             parts.append(_rows(edges, self.dim, (self.split, edges.shape[self.dim])))
-        return np.concatenate(parts, axis=self.dim)
+        if type(local) is not np.ndarray:
+            return np.concatenate(parts, axis=self.dim)
+        shape = list(own.shape)
+        shape[self.dim] = sum(p.shape[self.dim] for p in parts)
+        return np.concatenate(parts, axis=self.dim, out=buffers.empty(shape, local.dtype))
 
 
 class Windows:
@@ -109,18 +117,67 @@ class Windows:
         return local
 
 
+class SharedWindows:
+    """An operand's windows served as views of its block widened by ``widths`` rows (at
+    least their reach), so that every read of one array at one width shares one exchange
+    and one copy: a stencil's shifted slices.  ``widen`` makes the widened block, which
+    the caller keeps while the array is unchanged (``geom`` and ``widths`` name it);
+    ``take`` cuts one read's window out of it."""
+
+    __slots__ = ("geom", "widths", "widen", "index")
+
+    def __init__(self, mesh, shape, dtype, placements, windows, widths, takes):
+        wide = tuple(Window(w.operand, w.mesh_dim, w.dim, shape[w.dim], 0, widen=r)
+                     for w, r in zip(windows, widths))
+        self.geom = (tuple(placements), tuple((w.mesh_dim, w.dim) for w in windows))
+        self.widths = tuple(widths)
+        self.widen = Windows(mesh, shape, dtype, placements, wide)
+        index = [slice(None)] * len(shape)
+        for w, rows in zip(windows, takes):
+            index[w.dim] = slice(*rows[mesh.coordinate[w.mesh_dim]])
+        self.index = tuple(index)
+
+    def take(self, wide):
+        tracer = modes.active.tracer
+        if tracer is None:
+            return wide[self.index]
+        return tracer.call("halo window", lambda a: a[self.index], (wide,))  # a view
+
+
 _bound: dict = {}
+
+
+def _cached(key, make):
+    program = _bound.get(key, _bound)
+    if program is _bound:
+        if len(_bound) > 4096:
+            _bound.clear()
+        program = _bound[key] = make()
+    return program
 
 
 def bind_windows(mesh, shape, dtype, placements, windows) -> Windows:
     """The cached :class:`Windows` of a layout (a stencil reads the same few each step)."""
-    key = (mesh, tuple(shape), dtype, tuple(placements), tuple(windows))
-    program = _bound.get(key)
-    if program is None:
-        if len(_bound) > 4096:
-            _bound.clear()
-        program = _bound[key] = Windows(mesh, shape, dtype, placements, windows)
-    return program
+    return _cached((mesh, tuple(shape), dtype, tuple(placements), tuple(windows)),
+                   lambda: Windows(mesh, shape, dtype, placements, windows))
+
+
+def bind_shared(mesh, shape, dtype, placements, windows, widths=None
+                ) -> Optional[SharedWindows]:
+    """The cached :class:`SharedWindows` of a layout, its block widened by ``widths`` rows
+    (default: the windows' reach), or None where the windows move no rows (each is a view
+    of the block: cheaper still) or cannot be cut from such a widened block."""
+    def make():
+        sizes = [(shape[w.dim], mesh.shape[w.mesh_dim]) for w in windows]
+        if not any(r.moves for w, (n, p) in zip(windows, sizes) for r in halo_plan(w, n, p)):
+            return None
+        wide = widths or [reach(w, n, p) for w, (n, p) in zip(windows, sizes)]
+        takes = [widened(w, r, n, p) for w, r, (n, p) in zip(windows, wide, sizes)]
+        if any(t is None for t in takes):
+            return None
+        return SharedWindows(mesh, shape, dtype, placements, windows, wide, takes)
+    return _cached(("shared", mesh, tuple(shape), dtype, tuple(placements), tuple(windows),
+                    widths), make)
 
 
 def _exchange(mesh, i: int, d: int, block, dtype, me, shape) -> Collective:

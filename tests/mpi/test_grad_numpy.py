@@ -1,5 +1,5 @@
 """Gradients through numpy's functions on DTensors: picks (take, take_along_axis, array
-keys: a scatter-add back), cumulative sums, differences, round, interp, real/imag/conjugate, and
+keys: a scatter-add back), cumulative sums, differences, pads, round, interp, real/imag/conjugate, and
 the functions built as compositions (norm, nansum, average, cov, corrcoef, outer, kron), each against
 central finite differences of the same function in numpy on the whole arrays, on every
 mesh, with split, replicated, uneven and partial inputs."""
@@ -51,6 +51,9 @@ CASES = {
                + np.cumsum(a).reshape(7, 5) + np.nancumsum(a, axis=0), A),
     "diff": (lambda lift, a, r: (np.diff(a, axis=0) ** 2).sum(axis=1) @ np.diff(a, n=2, axis=1)[1:]
              + np.diff(a, axis=0, prepend=r[None, :], append=0.5).sum(), A, ROW),
+    "pad": (lambda lift, a: (np.pad(a, ((2, 1), (0, 3)), "edge") ** 2).sum(axis=0)
+            @ np.arange(8.0) + np.pad(a, ((1, 9), (1, 0)), "wrap")[::2, 1:].sum(axis=0) @ ROW
+            + (np.pad(a[:1], ((3, 1), (2, 2)), "edge") * np.pad(a, 2)[:5, :9]).sum(), A),
     "round_interp_imag": (lambda lift, a: np.round(a, 1) * a + np.interp(a, XP, FP) * a
                           + np.imag(a) + np.real(a), A),
     "compositions": (lambda lift, a, b: np.linalg.norm(a, axis=1)[:, None] * b

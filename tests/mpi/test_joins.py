@@ -74,6 +74,10 @@ CASES = {
     "pad_1d": (lambda x: np.pad(x, (2, 3), constant_values=-1.5), V),
     "pad_int": (lambda x: np.pad(x, {1: (0, 2)}, constant_values=4.7), I),
     "pad_small": (lambda x: np.pad(x, 2), SMALL),
+    "pad_edge": (lambda x: (np.pad(x, ((2, 1), (0, 3)), mode="edge"), np.pad(x, 9, "edge")), M),
+    "pad_wrap": (lambda x: (np.pad(x, ((1, 3), (2, 0)), mode="wrap"), np.pad(x, 8, "wrap")), M),
+    "pad_edge_wrap_small": (lambda x: (np.pad(x, 2, "edge"), np.pad(x, (0, 4), "wrap")), SMALL),
+    "pad_wrap_1d_int": (lambda x: np.pad(x, (5, 1), "wrap"), I[:, 0]),
 }
 
 
@@ -160,7 +164,7 @@ def test_refusals(mesh):
     x = mt.distribute_tensor(M, mesh, _split(mesh, 0))
     v = mt.distribute_tensor(V, mesh, _split(mesh, 0))
     refused = {
-        "pad": (lambda: np.pad(x, 1, mode="edge"), "mode"),
+        "pad": (lambda: np.pad(x, 1, mode="reflect"), "mode"),
         "vstack": (lambda: np.vstack([x, x], dtype=np.float32), "dtype"),
         "hstack": (lambda: np.hstack([x, x], casting="unsafe"), "casting"),
         "roll": (lambda: np.roll(x, v[:1]), "shift"),

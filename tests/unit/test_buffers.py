@@ -3,7 +3,7 @@ import numpy as np
 
 from mtensor.device import buffers
 
-BIG = (1 << 16) // 8  # float64 elements in the smallest pooled size
+BIG = buffers.MIN_BYTES // 8  # float64 elements in the smallest pooled size
 
 
 def address(a):
@@ -50,3 +50,13 @@ def test_empty_cache_releases_only_unused():
     released = buffers.empty_cache()
     assert released >= BIG * 2 * 8
     assert address(buffers.empty((BIG * 2,), np.float64)) != address(held)
+
+
+def test_a_full_pool_makes_room_for_a_new_size(monkeypatch):
+    monkeypatch.setattr(buffers, "_cap", buffers._pooled_bytes[0] + BIG * 8 * 3)
+    held = buffers.empty((BIG,), np.float64)
+    buffers.empty((BIG * 2,), np.float64)            # pooled, unused at once
+    new = buffers.empty((BIG * 3,), np.float64)      # over the cap: the unused one goes
+    assert buffers._pooled_bytes[0] <= buffers._cap
+    assert any(raw is new.base for raw in buffers._pools[BIG * 3 * 8])
+    assert any(raw is held.base for raw in buffers._pools[BIG * 8])

@@ -184,11 +184,13 @@ def _brute(call, choices, model, into):
                 moved += o.placements[i] != want
             split = isinstance(ch.output, Shard) and not any(
                 isinstance(o.placements[i], Shard) for o in call.operands if o.placements)
+            first = call.operands[0].placements
+            relabelled = first is not None and first[i] != ch.output
             if cost < math.inf:
-                priced.append((split, cost, moved, isinstance(ch.output, Partial), k))
+                priced.append((split, cost, moved, isinstance(ch.output, Partial), relabelled, k))
         if not priced:
             return None
-        _, cost, _, _, k = min(priced)
+        _, cost, _, _, _, k = min(priced)
         for j, w in enumerate(choices[k].inputs):
             wanted[j].append(w)
         output.append(choices[k].output)

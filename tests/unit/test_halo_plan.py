@@ -1,8 +1,9 @@
-"""The halo exchange of ``np.diff``, ``np.convolve`` and ``np.gradient`` simulated on one
-process (no MPI): ``halo_width`` against a brute force over block layouts of which rows each
-output block depends on, and the whole pipeline (``halo_edges`` on every block, the edges
-gathered along the axis, ``halo_apply`` on every mesh coordinate) reassembled against numpy
-on the whole array, for every dtype, layout, mode and end rows.
+"""``np.diff``, ``np.convolve`` and ``np.gradient`` along an axis (``halo_apply``) simulated on
+one process (no MPI): the rows each output block reads (``window_of``) against a brute force
+over the ops' dependencies, and the op on every mesh coordinate, its operand read through
+the chosen window (the rows a halo exchange brings, simulated as ``test_windows`` does) or
+with the axis gathered, reassembled against numpy on the whole array, for every dtype,
+layout, mode and end rows.
 """
 from functools import lru_cache
 from types import SimpleNamespace
@@ -11,37 +12,23 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from test_windows import simulate as exchange
 
 from mtensor.cost.model import CostModel
-from mtensor.ops import RULES, OpCall, Operand, choose
-from mtensor.ops.halo import halo_width, out_length
-from mtensor.ops.registry import Choice
+from mtensor.ops import RULES, OpCall, Operand
+from mtensor.ops.choose import choose_windows
+from mtensor.ops.halo import out_length, window_of
+from mtensor.ops.windows import blocks, halo_plan, window_rows
 from mtensor.placement import Partial, Replicate, Shard, local_shape, local_slices, mesh_coords
 
 R, S0, S1, S2, PS = Replicate(), Shard(0), Shard(1), Shard(2), Partial("sum")
 RNG = np.random.default_rng(7)
 
 
-@pytest.fixture(autouse=True)
-def fresh_halo_width():
-    """``halo_width`` is cached: every test computes its answers afresh."""
-    halo_width.cache_clear()
-
-
 def ints(*shape, dtype=np.int64):
     """Small integers (differences stay exact); non-negative for unsigned and bool."""
     low = 0 if np.dtype(dtype).kind in "ub" else -9
     return RNG.integers(low, 10, shape).astype(dtype)
-
-
-def blocks_of(length, sizes):
-    """(start, stop) of each block of an axis split by mesh dims of ``sizes`` in turn, from
-    ``local_slices`` on a mesh of those dims (row-major over them)."""
-    out = []
-    for c in mesh_coords(tuple(sizes)):
-        s = local_slices((length,), tuple(sizes), (S0,) * len(sizes), c)[0]
-        out.append((s.start, s.stop))
-    return out or [(0, length)]
 
 
 @lru_cache(maxsize=None)
@@ -60,67 +47,28 @@ def dependencies(kind, params, length):
             for row in jac]
 
 
-def brute_width(kind, params, length, sizes):
-    """How far any output block reaches past its input block, brute force.  Gradient: each
-    block reads ``edge_order`` rows past either end (the one-sided stencils at the axis' ends
-    read rows 0..edge_order; the window's own ends are cut off)."""
-    deps = None if kind == "gradient" else dependencies(kind, params, length)
-    blocks = blocks_of(length, sizes)
-    outs = blocks_of(length if deps is None else len(deps), sizes)
-    width = 0
-    for (lo, hi), (start, stop) in zip(blocks, outs):
-        if deps is None:
-            reach = params[0]
-            rows = set(range(max(lo - reach, 0), min(hi + reach, length))) if hi > lo else set()
-        else:
-            rows = set().union(*[deps[i] for i in range(start, stop)])
-        if rows:
-            width = max(width, lo - min(rows), max(rows) + 1 - hi)
-    return width, 2 * width >= max(hi - lo for lo, hi in blocks)
-
-
-SIZES = [(1,), (2,), (3,), (4,), (2, 2), (3, 2), (2, 3), (5,)]
-
-
-@pytest.mark.parametrize("sizes", SIZES)
-def test_halo_width_diff_convolve_brute_force(sizes):
+@pytest.mark.parametrize("p", [1, 2, 3, 4, 5, 8])
+def test_each_block_reads_exactly_its_rows_brute_force(p):
+    """diff and convolve: the rows an output block's window holds are the span of the rows
+    its outputs depend on; gradient: its block and ``edge_order`` rows past either end."""
     for length in range(0, 11):
         for n in range(0, 4):
             for before, after in ((0, 0), (1, 0), (0, 2), (3, 1)):
                 for kind in ("diff", "convolve"):
                     params = (n, before, after)
-                    assert halo_width(kind, params, length, sizes) == \
-                        brute_width(kind, params, length, sizes), (kind, params, length, sizes)
-
-
-@pytest.mark.parametrize("sizes", SIZES)
-def test_halo_width_gradient(sizes):
-    for length in range(2, 12):
+                    deps = dependencies(kind, params, length)
+                    window = window_of(kind, params, length)
+                    for start, stop in blocks(len(deps), p):
+                        rows = set().union(*[deps[i] for i in range(start, stop)])
+                        want = (min(rows), max(rows) + 1) if rows else (0, 0)
+                        assert window_rows(window, (start, stop), length) == want, (
+                            kind, params, length, p, (start, stop))
         for edge_order in (1, 2):
-            params = (edge_order, 1.0)
-            assert halo_width("gradient", params, length, sizes) == \
-                brute_width("gradient", params, length, sizes), (params, length, sizes)
-
-
-def test_halo_width_hand_worked():
-    # 10 rows in 2 blocks (0..5, 5..10), diff n=1 keeps 9 rows: out blocks 0..5, 5..9;
-    # out row 4 reads rows 4, 5: block 0 borrows one row, block 1 none
-    assert halo_width("diff", (1, 0, 0), 10, (2,)) == (1, False)
-    # one prepended row: out rows 0..10 in blocks 0..5, 5..10; out row i reads rows i-1, i,
-    # so block 1 (rows 5..10) reads row 4: one row borrowed before
-    assert halo_width("diff", (1, 1, 0), 10, (2,)) == (1, False)
-    # 4 rows in 4 blocks of one, diff n=2: 2 out rows, in blocks 0..1, 1..2, 2..2, 2..2;
-    # out row k (k = 0, 1) reads rows k..k+2: blocks 0 and 1 each borrow two rows after;
-    # 2*2 >= 1: gather whole
-    assert halo_width("diff", (2, 0, 0), 4, (4,)) == (2, True)
-    # gradient with edge_order 2 on 3 blocks of 5: each block reads 2 rows past its ends;
-    # 2*2 < 5, 2*2 >= 4
-    assert halo_width("gradient", (2, 1.0), 15, (3,)) == (2, False)
-    assert halo_width("gradient", (2, 1.0), 12, (3,)) == (2, True)
-    # 2*width equal to the longest block (2 rows): gathering the axis is no dearer
-    assert halo_width("gradient", (1, 1.0), 4, (2,)) == (1, True)
-    assert halo_width("gradient", (1, 1.0), 6, (2,)) == (1, False)
-    assert halo_width("diff", (0, 0, 0), 6, (3,)) == (0, False)
+            window = window_of("gradient", (edge_order, 1.0), length)
+            for lo, hi in blocks(length, p):
+                want = (max(lo - edge_order, 0), min(hi + edge_order, length)) if hi > lo \
+                    else (0, 0)
+                assert window_rows(window, (lo, hi), length) == want
 
 
 @pytest.mark.parametrize("kind,length,params,want", [
@@ -134,33 +82,11 @@ def test_out_length(kind, length, params, want):
     assert out_length(kind, length, params) == want
 
 
-# --- the pipeline simulated ------------------------------------------------------------------
+# --- the op simulated ------------------------------------------------------------------------
 
 def _lent(p, axis):
     """Hand-written: extras are whole along the axis and split like ``a`` elsewhere."""
     return p if isinstance(p, Shard) and p.dim != axis else R
-
-
-def gathered_edges(x, axis, width, mesh_shape, layout):
-    """Each block's edges from ``halo_edges``, placed in its layout: the edges all-gathered."""
-    call = OpCall("halo_edges", (Operand(x.shape, x.dtype, layout),), (axis, width), mesh_shape)
-    strategy = RULES["halo_edges"](call)
-    nblocks = int(np.prod([mesh_shape[i] for i, p in enumerate(layout) if p == Shard(axis)]))
-    want = list(x.shape)
-    want[axis] = 2 * width * nblocks
-    assert strategy.out_shape == tuple(want)
-    assert strategy.choices == [Choice((p,), p) for p in dict.fromkeys(layout)]
-    out, covered = np.zeros(strategy.out_shape, x.dtype), np.zeros(strategy.out_shape, bool)
-    for c in mesh_coords(mesh_shape):
-        block = x[local_slices(x.shape, mesh_shape, layout, c)]
-        edges = strategy.bind((layout,), layout, SimpleNamespace(shape=mesh_shape, coordinate=c))(
-            block)
-        assert edges.dtype == x.dtype
-        assert edges.shape == local_shape(strategy.out_shape, mesh_shape, layout, c)
-        where = local_slices(out.shape, mesh_shape, layout, c)
-        out[where], covered[where] = edges, True
-    assert covered.all()
-    return out
 
 
 def reference(kind, x, axis, params, extras):
@@ -173,48 +99,61 @@ def reference(kind, x, axis, params, extras):
     return np.gradient(x, spacing, axis=axis, edge_order=params[0])
 
 
-def simulate(kind, x, axis, params, mesh_shape, layout, extras=(), whole=None, width=None):
-    """Run the halo pipeline at every coordinate and compare with numpy on the whole array.
-    ``extras``: (role, array) for prepend/append/coords; ``whole`` and ``width`` override
-    ``halo_width``'s answer (any width that covers the reach must give numpy's result)."""
+def block_of(x, layout, mesh_shape, c, axis, windows):
+    """This coordinate's block of ``x`` laid out as ``layout``, its rows along ``axis`` the
+    ones the window's exchange brings (simulated from the plan) when there is one."""
+    where = list(local_slices(x.shape, mesh_shape, layout, c))
+    for w in windows:
+        rows = exchange(w, x.shape[axis], mesh_shape[w.mesh_dim])[c[w.mesh_dim]]
+        where[axis] = rows
+    return x[tuple(where[:axis])][(slice(None),) * axis + (where[axis],)][
+        (slice(None),) * (axis + 1) + tuple(where[axis + 1:])]
+
+
+def simulate(kind, x, axis, params, mesh_shape, layout, extras=()):
+    """Run ``halo_apply`` at every coordinate and compare with numpy on the whole array, both
+    ways: the axis gathered, and (where one fits) read through the window.  ``extras``:
+    (role, array) for prepend/append/coords.  Returns whether a window fits."""
     mesh_shape, layout = tuple(mesh_shape), tuple(layout)
-    length = x.shape[axis]
-    sizes = tuple(mesh_shape[i] for i, p in enumerate(layout) if p == Shard(axis))
-    w, gather = halo_width(kind, params, length, sizes)
-    width = w if width is None else width
-    gather = gather if whole is None else whole
     roles, values = ["a"], [x]
-    if width:
-        roles.append("edges")
-        values.append(x if gather else gathered_edges(x, axis, width, mesh_shape, layout))
     for role, value in extras:
         if role in ("prepend", "append", "coords"):
             roles.append(role)
             values.append(value)
-    operands = tuple(Operand(v.shape, v.dtype, layout if i == 0 else tuple(
-        R if r == "coords" else _lent(p, axis) for p in layout))
-        for i, (v, r) in enumerate(zip(values, roles)))
-    call = OpCall("halo_apply", operands, (kind, axis, width, gather, tuple(roles), params),
-                  mesh_shape)
+    lent = [tuple(R if r == "coords" else _lent(p, axis) for p in layout) for r in roles[1:]]
+    operands = tuple(Operand(v.shape, v.dtype, lay) for v, lay in zip(values, [layout] + lent))
+    call = OpCall("halo_apply", operands, (kind, axis, tuple(roles), params), mesh_shape)
     strategy = RULES["halo_apply"](call)
-    in_layouts, out_layout, _ = choose(call, strategy.choices, CostModel())
-    assert in_layouts == tuple(o.placements for o in operands)
-    assert out_layout == layout
+    chosen = choose_windows(call, strategy.choices, CostModel())
+    split = [i for i, (p, n) in enumerate(zip(layout, mesh_shape)) if p == Shard(axis) and n > 1]
+    window = None
+    if len(split) == 1:
+        window = window_of(kind, params, x.shape[axis], split[0], axis)
+        window = window if halo_plan(window, x.shape[axis], mesh_shape[split[0]]) else None
+    assert chosen[3] in ((), (window,))          # a window only where one fits
+    gathered = tuple(R if p == Shard(axis) or isinstance(p, Partial) else p for p in layout)
+    out_layout = tuple(R if isinstance(p, Partial) else p for p in layout)
     want = reference(kind, x, axis, params, extras)
     assert strategy.out_shape == want.shape
-    got, covered = np.zeros(want.shape, want.dtype), np.zeros(want.shape, bool)
-    for c in mesh_coords(mesh_shape):
-        blocks = [v[local_slices(v.shape, mesh_shape, lay, c)] for v, lay in zip(values, in_layouts)]
-        out = strategy.bind(in_layouts, out_layout, SimpleNamespace(shape=mesh_shape, coordinate=c))(
-            *blocks)
-        assert out.dtype == want.dtype, (out.dtype, want.dtype)
-        assert out.shape == local_shape(want.shape, mesh_shape, layout, c)
-        where = local_slices(want.shape, mesh_shape, layout, c)
-        np.testing.assert_array_equal(out, want[where])
-        got[where], covered[where] = out, True
-    assert covered.all()
-    np.testing.assert_array_equal(got, want)
-    return width, gather
+    ways = [((gathered,) + tuple(lent), out_layout, ()), chosen[:2] + (chosen[3],)]
+    if window is not None:
+        ways.append(((layout,) + tuple(lent), out_layout, (window,)))
+    for in_layouts, out_layout, windows in ways:
+        got, covered = np.zeros(want.shape, want.dtype), np.zeros(want.shape, bool)
+        for c in mesh_coords(mesh_shape):
+            mesh = SimpleNamespace(shape=mesh_shape, coordinate=c)
+            blocks_in = [block_of(x, in_layouts[0], mesh_shape, c, axis, windows)] + [
+                v[local_slices(v.shape, mesh_shape, lay, c)]
+                for v, lay in zip(values[1:], in_layouts[1:])]
+            out = strategy.bind(in_layouts, out_layout, mesh, windows)(*blocks_in)
+            assert out.dtype == want.dtype, (out.dtype, want.dtype)
+            assert out.shape == local_shape(want.shape, mesh_shape, out_layout, c)
+            where = local_slices(want.shape, mesh_shape, out_layout, c)
+            np.testing.assert_array_equal(out, want[where])
+            got[where], covered[where] = out, True
+        assert covered.all()
+        np.testing.assert_array_equal(got, want)
+    return window is not None
 
 
 def diff_case(x, n, axis, prepend=None, append=None):
@@ -234,17 +173,16 @@ LAYOUTS_1D = [((1,), (S0,)), ((2,), (S0,)), ((3,), (S0,)), ((4,), (S0,)), ((2, 3
 
 
 @pytest.mark.parametrize("mesh,layout", LAYOUTS_1D)
-@pytest.mark.parametrize("whole", [None, False])
-def test_diff_1d(mesh, layout, whole):
+def test_diff_1d(mesh, layout):
     for length in (1, 2, 5, 14):
         x = ints(length)
         for n in (1, 2, 3):
             params, extras = diff_case(x, n, 0)
-            simulate("diff", x, 0, params, mesh, layout, extras, whole)
+            simulate("diff", x, 0, params, mesh, layout, extras)
         for pre, app in ((1, 0), (2, 3), (4, 0)):
             params, extras = diff_case(x, 2, 0, rows_like(x, 0, pre) if pre else None,
                                        rows_like(x, 0, app) if app else None)
-            simulate("diff", x, 0, params, mesh, layout, extras, whole)
+            simulate("diff", x, 0, params, mesh, layout, extras)
 
 
 @pytest.mark.parametrize("mesh,layout,axis", [
@@ -257,8 +195,7 @@ def test_diff_nd_with_ends(mesh, layout, axis):
         for n in (1, 2, 4):
             params, extras = diff_case(x, n, axis, rows_like(x, axis, pre) if pre else None,
                                        rows_like(x, axis, app) if app else None)
-            for whole in (None, False, True):
-                simulate("diff", x, axis, params, mesh, layout, extras, whole)
+            simulate("diff", x, axis, params, mesh, layout, extras)
 
 
 @pytest.mark.parametrize("dtype,end", [(np.int8, np.float32), (np.uint8, np.int16),
@@ -270,7 +207,7 @@ def test_diff_dtypes(dtype, end):
     for pre, app in ((1, 0), (0, 1), (2, 2)) if end else ((0, 0),):
         params, extras = diff_case(x, 1, 0, rows_like(x, 0, pre, end) if pre else None,
                                    rows_like(x, 0, app, end) if app else None)
-        simulate("diff", x, 0, params, (3,), (S0,), extras, False)
+        simulate("diff", x, 0, params, (3,), (S0,), extras)
         simulate("diff", x, 0, params, (2, 2), (S0, S1), extras)
 
 
@@ -304,8 +241,7 @@ def test_convolve(mesh, layout, mode):
         for m in (1, 2, 4):
             v = ints(m)
             params, extras = convolve_case(x, v, mode)
-            for whole in (None, False):
-                simulate("convolve", x, 0, params, mesh, layout, extras, whole)
+            simulate("convolve", x, 0, params, mesh, layout, extras)
 
 
 @pytest.mark.parametrize("a_type,v_type", [(np.int16, np.float32), (np.float32, np.int64),
@@ -340,13 +276,12 @@ def floats(*shape):
 
 
 @pytest.mark.parametrize("mesh,layout", LAYOUTS_1D)
-@pytest.mark.parametrize("whole", [None, False])
-def test_gradient_1d(mesh, layout, whole):
+def test_gradient_1d(mesh, layout):
     for length in (3, 4, 12):
         x = floats(length)
         for edge_order in (1, 2):
             for spacing in (0.5, 3):
-                simulate("gradient", x, 0, (edge_order, spacing), mesh, layout, (), whole)
+                simulate("gradient", x, 0, (edge_order, spacing), mesh, layout, ())
 
 
 @pytest.mark.parametrize("mesh,layout,axis", [
@@ -356,7 +291,7 @@ def test_gradient_nd(mesh, layout, axis):
     x = floats(6, 9, 5)
     for edge_order in (1, 2):
         simulate("gradient", x, axis, (edge_order, 2.0), mesh, layout)
-        simulate("gradient", x, axis, (edge_order, 2.0), mesh, layout, (), False)
+        simulate("gradient", x, axis, (edge_order, 2.0), mesh, layout, ())
 
 
 def test_gradient_integer_input():
@@ -372,8 +307,7 @@ def coords_case(x):
 
 @pytest.mark.parametrize("mesh,layout", [((2,), (S1,)), ((3,), (S1,)), ((2, 2), (S1, S1)),
                                          ((4,), (S1,)), ((1,), (S1,)), ((2,), (R,))])
-@pytest.mark.parametrize("whole", [None, False])
-def test_gradient_coordinates(mesh, layout, whole):
+def test_gradient_coordinates(mesh, layout):
     n = 11
     x = floats(2, n)
     uneven = np.cumsum(RNG.uniform(0.5, 2.0, n))
@@ -384,8 +318,7 @@ def test_gradient_coordinates(mesh, layout, whole):
     piecewise_f32 = piecewise.astype(np.float32)
     for coords in (uneven, even_ints, piecewise, piecewise_f32, np.arange(n, dtype=np.uint8)):
         for edge_order in (1, 2):
-            simulate("gradient", x, 1, (edge_order, None), mesh, layout, coords_case(coords),
-                     whole)
+            simulate("gradient", x, 1, (edge_order, None), mesh, layout, coords_case(coords))
 
 
 def test_gradient_coordinates_decreasing_unsigned_and_single_precision():
@@ -396,7 +329,7 @@ def test_gradient_coordinates_decreasing_unsigned_and_single_precision():
     for coords in (down, bumpy):
         for mesh, layout in (((3,), (S0,)), ((2, 2), (S0, S0))):
             simulate("gradient", x, 0, (1, None), mesh, layout, coords_case(coords))
-            simulate("gradient", x, 0, (2, None), mesh, layout, coords_case(coords), False)
+            simulate("gradient", x, 0, (2, None), mesh, layout, coords_case(coords))
     # float32 values on float32 coordinates, evenly spaced windows included: the padding row
     # has the coordinates' dtype, so numpy computes in single precision as on the whole axis
     x32 = floats(12).astype(np.float32)
@@ -410,8 +343,8 @@ def test_gradient_coordinates_short_axis_and_windows():
     # two rows: one step; five rows on five blocks: windows of two rows at the ends
     simulate("gradient", floats(2), 0, (1, None), (2,), (S0,), coords_case(np.array([0.0, 3.0])))
     uneven = np.array([0.0, 1.0, 3.0, 3.5, 6.0])
-    simulate("gradient", floats(5), 0, (1, None), (5,), (S0,), coords_case(uneven), False)
-    simulate("gradient", floats(5, 2), 0, (1, None), (5,), (S0,), coords_case(uneven), False)
+    simulate("gradient", floats(5), 0, (1, None), (5,), (S0,), coords_case(uneven))
+    simulate("gradient", floats(5, 2), 0, (1, None), (5,), (S0,), coords_case(uneven))
 
 
 def test_gradient_more_blocks_than_rows():
@@ -437,7 +370,7 @@ def test_gradient_coordinates_keep_the_uneven_formula():
             for mesh, layout in (((4,), (S1,)), ((3, 2), (R, S1))):
                 simulate("gradient", x, 1, (edge_order, None), mesh, layout, coords_case(coords))
                 simulate("gradient", x.T.copy(), 0, (edge_order, None), mesh, (S0,) * len(mesh),
-                         coords_case(coords), False)
+                         coords_case(coords))
 
 
 def test_gradient_coordinates_evenly_spaced_windows_at_both_ends():
@@ -447,65 +380,84 @@ def test_gradient_coordinates_evenly_spaced_windows_at_both_ends():
     coords = np.concatenate([np.arange(5.0), [5.5, 7.0], np.arange(8.0, 13.0)])
     for edge_order in (1, 2):
         simulate("gradient", x, 0, (edge_order, None), (4,), (S0,), coords_case(coords))
-        simulate("gradient", x, 0, (edge_order, None), (3,), (S0,), coords_case(coords), False)
+        simulate("gradient", x, 0, (edge_order, None), (3,), (S0,), coords_case(coords))
 
 
 @settings(max_examples=30, deadline=None, derandomize=True)
 @given(st.integers(1, 16), st.integers(1, 4), st.integers(0, 3), st.integers(0, 3),
-       st.sampled_from(LAYOUTS_1D[:-1]), st.integers(0, 3), st.booleans())
-def test_diff_property(length, n, pre, app, mesh_layout, extra_width, whole):
-    """Any width at least the one halo_width finds, edges or whole, gives numpy's diff."""
+       st.sampled_from(LAYOUTS_1D[:-1]))
+def test_diff_property(length, n, pre, app, mesh_layout):
+    """A window where one fits, or the axis gathered, gives numpy's diff."""
     mesh, layout = mesh_layout
     x = ints(length, 2)
     params, extras = diff_case(x, n, 0, rows_like(x, 0, pre) if pre else None,
                                rows_like(x, 0, app) if app else None)
-    sizes = tuple(mesh[i] for i, p in enumerate(layout) if p == S0)
-    width = halo_width("diff", params, length, sizes)[0]
-    simulate("diff", x, 0, params, mesh, layout, extras, whole, width and width + extra_width)
+    simulate("diff", x, 0, params, mesh, layout, extras)
 
 
-# --- the rules' choices ----------------------------------------------------------------------
-
-def test_edges_rule_choices_and_partial():
-    x = ints(6, 4)
-    call = OpCall("halo_edges", (Operand(x.shape, x.dtype, (PS, S0, S1, R)),), (0, 2),
-                  (2, 3, 2, 2))
-    strategy = RULES["halo_edges"](call)
-    # Partial terms are reduced first (the edges are of the value), kept layouts otherwise;
-    # 2 rows each end of the 3 blocks on mesh dim 1
-    assert strategy.out_shape == (12, 4)
-    assert [(c.inputs, c.output) for c in strategy.choices] == [
-        ((R,), R), ((S0,), S0), ((S1,), S1), ((R,), R)]
-
-
-def test_edges_kernel_pads_short_blocks():
-    call = OpCall("halo_edges", (Operand((5, 2), np.dtype(np.int32), (S1,)),), (1, 3), (2,))
-    strategy = RULES["halo_edges"](call)
-    assert strategy.out_shape == (5, 12)
-    block = np.arange(1, 11, dtype=np.int32).reshape(5, 2)
-    edges = strategy.kernel(block)
-    # a block of 2 columns lends them as its first 3 (padded with a zero column) and as its
-    # last 3 (the same two, then a zero column)
-    pad = np.zeros((5, 1), np.int32)
-    np.testing.assert_array_equal(edges, np.concatenate([block, pad, block, pad], axis=1))
-    assert edges.dtype == np.int32
-    empty = strategy.kernel(np.zeros((5, 0), np.int32))
-    np.testing.assert_array_equal(empty, np.zeros((5, 6), np.int32))
-    long = np.arange(40, dtype=np.int32).reshape(5, 8)
-    np.testing.assert_array_equal(strategy.kernel(long),
-                                  np.concatenate([long[:, :3], long[:, 5:]], axis=1))
-
+# --- the rule's choices ----------------------------------------------------------------------
 
 def test_apply_rule_choices():
     x, pre, coords = ints(6, 4, 3), ints(1, 4, 3), floats(6)
-    ops = (Operand(x.shape, x.dtype, (PS, S0, S1, R)),
-           Operand(x.shape, x.dtype, (R, R, S1, R)), Operand(pre.shape, pre.dtype, None),
+    ops = (Operand(x.shape, x.dtype, (PS, S0, S1, R)), Operand(pre.shape, pre.dtype, None),
            Operand(coords.shape, coords.dtype, None))
-    call = OpCall("halo_apply", ops, ("diff", 0, 1, True, ("a", "edges", "prepend", "coords"),
-                                      (1, 1, 0)), (2, 2, 2, 2))
+    call = OpCall("halo_apply", ops, ("diff", 0, ("a", "prepend", "coords"), (1, 1, 0)),
+                  (2, 2, 2, 2))
     strategy = RULES["halo_apply"](call)
-    # the operand reduced where Partial; edges and ends whole along axis 0 and split like the
-    # operand along axis 1; coordinates always whole
-    assert [(c.inputs, c.output) for c in strategy.choices] == [
-        ((R, R, R, R), R), ((S0, R, R, R), S0), ((S1, S1, S1, R), S1), ((R, R, R, R), R)]
+    # the operand reduced where Partial, gathered along axis 0 where split along it (the
+    # output split there), kept elsewhere; the ends whole along axis 0 and split like the
+    # operand along axis 1; coordinates always whole; and a window on mesh dim 1, whose
+    # blocks of 3 rows lend the one row the next block reads
+    window = window_of("diff", (1, 1, 0), 6, 1, 0)
+    assert [(c.inputs, c.output, c.window) for c in strategy.choices] == [
+        ((R, R, R), R, None), ((S1, S1, R), S1, None), ((R, R, R), S0, None),
+        ((S0, R, R), S0, window)]
     assert strategy.out_shape == (6, 4, 3)
+    ops2 = (Operand(x.shape, x.dtype, (S0, S0)),)
+    nested = OpCall("halo_apply", ops2, ("gradient", 0, ("a",), (1, 1.0)), (2, 2))
+    assert all(c.window is None for c in RULES["halo_apply"](nested).choices)   # gathers
+    # 5 rows on 4 ranks (2, 1, 1, 1), n = 3: block 0's output row reads rows 0..3, of which
+    # row 3 is beyond its neighbour's block
+    narrow = OpCall("halo_apply", (Operand((5, 2), x.dtype, (S0,)),),
+                    ("diff", 0, ("a",), (3, 0, 0)), (4,))
+    assert all(c.window is None for c in RULES["halo_apply"](narrow).choices)
+
+
+def test_the_output_is_split_along_the_axis_only_where_the_operand_is():
+    """``a`` of partial terms on mesh dim 0 and split along the axis on mesh dim 1 (read
+    through a window), its prepended rows split on mesh dim 0 (so a split output there is
+    not 'introduced'): gathering and cutting the output along the axis on mesh dim 0 costs
+    what keeping it whole does, and would nest under the window's split; the output is
+    whole there."""
+    x, pre = ints(8, 4), ints(1, 4)
+    ops = (Operand(x.shape, x.dtype, (PS, S0)), Operand(pre.shape, pre.dtype, (S1, R)))
+    call = OpCall("halo_apply", ops, ("diff", 0, ("a", "prepend"), (1, 1, 0)), (2, 2))
+    strategy = RULES["halo_apply"](call)
+    in_layouts, out_layout, _, windows = choose_windows(call, strategy.choices, CostModel())
+    assert out_layout == (R, S0) and windows == (window_of("diff", (1, 1, 0), 8, 1, 0),)
+    assert simulate("diff", x, 0, (1, 1, 0), (2, 2), (R, S0), [("prepend", pre)])
+
+
+@pytest.mark.parametrize("mode", ["constant", "edge", "wrap"])
+@pytest.mark.parametrize("p", [1, 2, 3, 4, 8])
+def test_pad_axis_on_every_rank_both_ways(mode, p):
+    """``pad_axis`` along a split axis on every rank, read through its window (the rows the
+    exchange brings, simulated) and with the axis gathered, against np.pad."""
+    for length in (1, 3, 8, 17):
+        x = ints(length, 2)
+        for before, after in ((0, 1), (2, 0), (3, 5), (12, 1)):
+            values = (7, -2)
+            call = OpCall("pad_axis", (Operand(x.shape, x.dtype, (S0,)),),
+                          (0, before, after, mode, values), (p,))
+            strategy = RULES["pad_axis"](call)
+            kwargs = {"constant_values": values} if mode == "constant" else {}
+            want = np.pad(x, ((before, after), (0, 0)), mode, **kwargs)
+            windows = [c.window for c in strategy.choices if c.window is not None]
+            for way in [()] + [tuple(windows)] * bool(windows):
+                layout = (S0,) if way else (R,)
+                parts = [strategy.bind((layout,), (S0,), SimpleNamespace(shape=(p,),
+                                                                         coordinate=(k,)), way)(
+                    block_of(x, layout, (p,), (k,), 0, way)) for k in range(p)]
+                np.testing.assert_array_equal(np.concatenate(parts), want)
+            if p > 1 and length // p >= before + after:      # a window fits narrow pads
+                assert windows

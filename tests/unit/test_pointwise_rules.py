@@ -477,3 +477,23 @@ def test_floats_keeps_order_algebra_for_floats_only():
     assert pointwise._floats(make)(three(np.int32)) == []
     mixed = make_call("add", [arr(2), arr(2, dtype=np.int64)])
     assert pointwise._floats(make)(mixed) == []
+
+
+@pytest.mark.parametrize("name, a, b", [
+    ("add", arr(400, 400), 1.5), ("multiply", arr(400, 400, dtype=np.float32), 2.0),
+    ("add", arr(400, 400, dtype=np.int8), 3), ("divide", arr(400, 400, dtype=int), 7),
+    ("less", arr(400, 400), arr(400, 400, seed=2)), ("subtract", 1, arr(400, 400)),
+    ("negative", arr(400, 400, dtype=np.int16), None)])
+def test_a_large_block_is_written_into_a_pooled_buffer(name, a, b):
+    """numpy's values and dtype, in a buffer of the pool; the trace records the ufunc."""
+    values = [a] if b is None else [a, b]
+    strategy = RULES[name](make_call(name, values, mesh=(1,)))
+    ins = tuple((R,) for _ in values)
+    kernel = strategy.bind(ins, (R,), SimpleNamespace(shape=(1,), coordinate=(0,)))
+    got, want = kernel(*values), getattr(np, name)(*values)
+    assert got.dtype == want.dtype and np.array_equal(got, want)
+    assert got.base is not None and kernel.unpooled is getattr(np, name)
+    small = [v[:2, :2] if isinstance(v, np.ndarray) else v for v in values]
+    strategy = RULES[name](make_call(name, small, mesh=(1,)))
+    assert strategy.bind(ins, (R,), SimpleNamespace(shape=(1,), coordinate=(0,))) is getattr(
+        np, name)
