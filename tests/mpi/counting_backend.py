@@ -16,7 +16,7 @@ def _counted(kind):
 
 
 class Counting(MPIHost):
-    all_reduce, all_gather, reduce_scatter, all_to_all, halo = (_counted(k) for k in COLLECTIVES)
+    locals().update({kind: _counted(kind) for kind in COLLECTIVES})
 
     def start(self, kind, send, recv, counts, op):
         CALLS[f"start {kind}"] += 1
