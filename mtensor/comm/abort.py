@@ -81,7 +81,7 @@ def abort_with(message: str, code: int = 1) -> None:
     from mpi4py import MPI
     rank = MPI.COMM_WORLD.Get_rank()
     text = traceback.format_exc() if sys.exc_info()[0] is not None else ""
-    text += f"mtensor: {message}; aborting all {MPI.COMM_WORLD.Get_size()} ranks\n"
+    text += f"{message}; aborting all {MPI.COMM_WORLD.Get_size()} ranks\n"
     sys.stderr.write("".join(f"[rank {rank}] {line}" for line in text.splitlines(True)))
     sys.stderr.flush()
     abort_job(code)
