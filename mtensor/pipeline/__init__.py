@@ -21,6 +21,8 @@ from .schedules import (
     simulate,
 )
 from .stages import Stage
+from .timeline import StageTimeline, Timelines, timelines
 
-__all__ = ["Action", "DeadlockError", "Pipeline", "Schedule", "Stage", "gpipe",
-           "interleaved_1f1b", "one_f_one_b", "predicted_bubble", "simulate", "value_and_grad"]
+__all__ = ["Action", "DeadlockError", "Pipeline", "Schedule", "Stage", "StageTimeline",
+           "Timelines", "gpipe", "interleaved_1f1b", "one_f_one_b", "predicted_bubble",
+           "simulate", "timelines", "value_and_grad"]

@@ -21,6 +21,7 @@ import time
 
 import numpy as np
 
+from .. import modes
 from ..autodiff import tape
 from ..autodiff.api import walk_back
 from ..comm.abort import abort_with
@@ -49,6 +50,9 @@ class StepRun:
         self.events = []            # (label, kind, start, end): the stage's timeline
 
     def run(self):
+        tracer = modes.active.tracer
+        if tracer is not None:          # for mt.explain and timelines of the replay
+            tracer.notes["pipeline"] = (self.schedule, self.rank, self.pipe.mesh, self.pipe.dim)
         actions = self.schedule.actions[self.rank]
         receipts = {0: self._post(actions[0])} if actions else {}
         self.start = time.perf_counter()

@@ -198,7 +198,7 @@ class Compiled:
         graph = Graph(self.fn.__name__, tracer.nodes, len(tracer.values), tracer.consts,
                       inputs, outputs, rebuild, meshes[0] if meshes else None,
                       _nbytes(leaves), _nbytes(out_leaves), tracer.avals(),
-                      tracer.private_consts())
+                      tracer.private_consts(), tracer.notes)
         graph, reports = run_passes(graph, self.passes)
         graph, resharded = self.gathers.resharded(graph)
         seconds = agreed_seconds(graph) if self.auto else None

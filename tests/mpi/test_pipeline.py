@@ -213,3 +213,37 @@ def test_a_one_stage_pipeline_raises_what_its_stage_raises():
     pipe = mt.pipeline.value_and_grad(lambda p, x, where: 3.0, loss, mesh)
     assert_each_raises({"not a DTensor": (lambda: pipe(params_on(mesh), xs, ys), TypeError,
                                           "must return one DTensor")})
+
+
+def test_each_stage_timeline_and_the_bubble_eager_and_compiled():
+    pp = WORLD.size if WORLD.size <= 4 else 4
+    mesh = make_mesh((pp, WORLD.size // pp, 1))
+    pipe = mt.pipeline.value_and_grad(stage, loss, mesh, schedule="gpipe")
+    params = params_on(mesh)
+    m = 4
+    xs, ys, _, _ = batches(mesh, m)
+
+    def train(p, xs, ys):
+        value, grads = pipe(p, xs, ys)
+        mt.optim.sgd(p, grads, 0.0)
+        return value
+    float(train(params, xs, ys))
+    step = mt.compile(train)
+    for _ in range(2):
+        float(step(params, xs, ys))
+    for source in (pipe, step):
+        report = mt.pipeline.timelines(source)
+        assert [t.rank for t in report.stages] == list(range(pp))
+        for t in report.stages:
+            labels = {label for label, kind, _, _ in t.spans if kind in ("forward", "backward")}
+            assert len(labels) == 2 * m, labels          # every action of the stage, once
+            assert 0 <= t.idle_share < 1 and t.busy > 0
+        assert 0 <= report.measured_bubble < 1
+        want = (pp - 1) / (m + pp - 1)
+        assert report.predicted_bubble() >= want - 1e-9
+        text = str(report)
+        assert text.count("|") == 2 * pp and f"= {100 * want:.1f}%" in text
+    bill = str(step.explain())
+    assert "pipeline stage timeline: rank" in bill and "the schedule predicts" in bill
+    with pytest.raises(TypeError, match="neither a Pipeline"):
+        mt.pipeline.timelines(mt.compile(lambda x: x + 1))
