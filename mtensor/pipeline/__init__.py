@@ -10,16 +10,8 @@
 - ``timeline``: each stage's measured timeline and bubble against the schedule's.
 """
 from .api import Pipeline, value_and_grad
-from .schedules import (
-    Action,
-    DeadlockError,
-    Schedule,
-    gpipe,
-    interleaved_1f1b,
-    one_f_one_b,
-    predicted_bubble,
-    simulate,
-)
+from .schedules import Action, Schedule, gpipe, interleaved_1f1b, one_f_one_b
+from .simulation import DeadlockError, predicted_bubble, simulate
 from .stages import Stage
 from .timeline import StageTimeline, Timelines, timelines
 

@@ -134,7 +134,7 @@ class StepRun:
         chunk = action.stage // self.schedule.ranks
         _, followed = self.views[chunk]
         seed = np.ones_like(out) if cotangent is None else cotangent
-        done, left = walk_back(recorded, {id(out): seed}, followed)
+        done, left = walk_back(recorded, {id(out): seed}, followed, reduce=False)
         grads = [done[id(leaf)] for leaf in followed]
         total = self.totals[chunk]
         self.totals[chunk] = grads if total is None else [t + g for t, g in zip(total, grads)]

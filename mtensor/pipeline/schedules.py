@@ -16,15 +16,13 @@ last stage) and sends its own input gradient to stage ``s - 1``.
 - ``interleaved_1f1b``: ``virtual`` stages per rank visited round-robin (Megatron's
   interleaved schedule), which divides the bubble by about ``virtual``.
 
-``check`` proves a schedule complete and ordered; ``simulate`` runs it with sends that never
-block (``Isend``) and receives that wait, so it finds any deadlock and gives each action's
-start and end from the compute times: the predicted bubble, ``(ranks - 1) / (m + ranks -
-1)`` for GPipe and 1F1B whatever the forward and backward cost, is its idle share.
+``check`` proves a schedule complete and ordered; ``simulation.simulate`` runs it, finding
+any deadlock and predicting its bubble.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, Optional, Tuple
 
 FORWARD, BACKWARD = "F", "B"
 MAX_MESSAGES = 8191   # unique tags per step: MPI guarantees tags up to 32767 (4 per message)
@@ -81,7 +79,7 @@ class Schedule:
 
     def __str__(self) -> str:
         width = max(len(str(a)) for row in self.actions for a in row)
-        rows = [f"rank {r}: " + " ".join(f"{str(a):<{width}}" for a in row)
+        rows = [(f"rank {r}: " + " ".join(f"{str(a):<{width}}" for a in row)).rstrip()
                 for r, row in enumerate(self.actions)]
         return f"{self.name} ({self.ranks} ranks, {self.microbatches} micro-batches" + (
             f", {self.virtual} stages per rank" if self.virtual > 1 else "") + ")\n" + \
@@ -186,105 +184,3 @@ def check(schedule: Schedule) -> None:
     missing = sorted(str(a) for a in want - set(seen))
     if missing or len(seen) != len(want):
         raise ValueError(f"{schedule.name}: actions missing: {missing[:8]}")
-
-
-class DeadlockError(RuntimeError):
-    """A schedule whose ranks all wait for messages nobody will send."""
-
-
-@dataclass
-class Simulated:
-    """``spans[r]``: (action, start, end) of rank ``r``'s actions; ``makespan``: when the
-    last ends; ``bubble``: the idle share of ``ranks x makespan``."""
-
-    spans: List[List[tuple]]
-    makespan: float
-
-    @property
-    def busy(self) -> List[float]:
-        return [sum(end - start for _, start, end in row) for row in self.spans]
-
-    @property
-    def bubble(self) -> float:
-        if self.makespan <= 0:
-            return 0.0
-        return 1.0 - sum(self.busy) / (len(self.spans) * self.makespan)
-
-    def stage_idle(self, rank: int) -> float:
-        """Rank ``rank``'s idle share of its own span (from 0 to its last action's end)."""
-        row = self.spans[rank]
-        end = row[-1][2] if row else 0.0
-        return 0.0 if end <= 0 else 1.0 - self.busy[rank] / end
-
-
-def simulate(schedule: Schedule, forward: float = 1.0, backward: float = 2.0,
-             latency: float = 0.0, costs: Optional[Sequence[Tuple[float, float]]] = None
-             ) -> Simulated:
-    """Run ``schedule`` on ideal ranks: an action starts once its rank is free and its
-    message has arrived (``latency`` after its sender's end); sends never block.
-    ``costs[r]``: (forward, backward) seconds of rank ``r`` (default: ``forward`` and
-    ``backward`` everywhere).  DeadlockError when every rank left waits."""
-    check(schedule)
-    costs = costs or [(forward, backward)] * schedule.ranks
-    done: Dict[Action, float] = {}
-    at = [0] * schedule.ranks
-    free = [0.0] * schedule.ranks
-    spans: List[List[tuple]] = [[] for _ in range(schedule.ranks)]
-    remaining = sum(len(row) for row in schedule.actions)
-    while remaining:
-        progressed = False
-        for r, row in enumerate(schedule.actions):
-            while at[r] < len(row):
-                a = row[at[r]]
-                ready = _ready(schedule, a, done, latency)
-                if ready is None:
-                    break
-                start = max(free[r], ready)
-                end = start + costs[r][a.phase == BACKWARD]
-                spans[r].append((a, start, end))
-                done[a], free[r] = end, end
-                at[r] += 1
-                remaining -= 1
-                progressed = True
-        if not progressed:
-            waiting = ", ".join(f"rank {r} at {row[at[r]]}" for r, row in
-                                enumerate(schedule.actions) if at[r] < len(row))
-            raise DeadlockError(f"{schedule.name}: every rank left waits for a message: "
-                                f"{waiting}")
-    return Simulated(spans, max(free))
-
-
-def _ready(schedule: Schedule, action: Action, done, latency: float) -> Optional[float]:
-    """When ``action``'s input exists on its rank (None: not yet produced)."""
-    times = []
-    if action.phase == BACKWARD:
-        own = done.get(Action(FORWARD, action.microbatch, action.stage))
-        if own is None:
-            return None
-        times.append(own)
-    source = schedule.source(action)
-    if source is not None:
-        sent = done.get(Action(action.phase, action.microbatch, source))
-        if sent is None:
-            return None
-        local = schedule.rank_of(source) == schedule.rank_of(action.stage)
-        times.append(sent + (0.0 if local else latency))
-    return max(times, default=0.0)     # the first forward and the last backward start at once
-
-
-def predicted_bubble(schedule: Schedule, forward: float = 1.0, backward: float = 2.0) -> float:
-    """The idle share of the schedule on ideal ranks with these compute times."""
-    return simulate(schedule, forward, backward).bubble
-
-
-def peak_in_flight(schedule: Schedule) -> List[int]:
-    """Per rank, the most micro-batches whose forward ran and backward has not: how many
-    stages' activations it holds at once."""
-    out = []
-    for row in schedule.actions:
-        live = peak = 0
-        for a in row:
-            live += 1 if a.phase == FORWARD else -1
-            peak = max(peak, live)
-        out.append(peak)
-    return out

@@ -27,7 +27,8 @@ from typing import List
 
 from ..debug import explain
 from .api import Pipeline
-from .schedules import Schedule, simulate
+from .schedules import Schedule
+from .simulation import simulate
 
 COMPUTE = ("forward", "backward")
 _REGION = re.compile(r"stage(\d+) mb(\d+)(?:/|$)")

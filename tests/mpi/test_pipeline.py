@@ -150,6 +150,9 @@ def test_stage_functions_may_be_a_list_and_the_messages_are_counted():
     counts = comm.get_comm_counts()
     sends = m * ((r < pp - 1) + (r > 0))
     assert counts.get("send", 0) == sends and counts.get("recv", 0) == sends, counts
+    inside = [rec for rec in comm.log if rec.collective == "all_reduce" and rec.region]
+    assert not inside, inside        # the dp sums wait for the end: once per gradient
+    assert counts.get("all_reduce", 0) <= 2 * len(params) + 1, counts   # dp and pp, the loss
     assert_same(value, grads, *reference(params, x, y), params)
 
 

@@ -10,6 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from mtensor.pipeline import schedules as sc
+from mtensor.pipeline import simulation
 from mtensor.pipeline.p2p import HEADER, decode_spec, encode_spec
 from mtensor.placement import Partial, Replicate, Shard
 
@@ -26,15 +27,15 @@ def test_gpipe_and_1f1b_are_complete_ordered_and_predict_the_closed_form_bubble(
     schedule = _all(name, p, m)
     sc.check(schedule)
     for forward, backward in [(1.0, 1.0), (1.0, 2.0), (0.3, 1.7)]:
-        got = sc.simulate(schedule, forward, backward).bubble
+        got = simulation.simulate(schedule, forward, backward).bubble
         assert got == pytest.approx((p - 1) / (m + p - 1), abs=1e-12), (forward, backward)
 
 
 @pytest.mark.parametrize("p,m", SIZES)
 def test_1f1b_holds_at_most_ranks_minus_r_micro_batches(p, m):
-    peaks = sc.peak_in_flight(sc.one_f_one_b(p, m))
+    peaks = simulation.peak_in_flight(sc.one_f_one_b(p, m))
     assert peaks == [min(p - r, m) for r in range(p)]
-    assert sc.peak_in_flight(sc.gpipe(p, m)) == [m] * p
+    assert simulation.peak_in_flight(sc.gpipe(p, m)) == [m] * p
 
 
 @pytest.mark.parametrize("p,m,v", [(p, m, v) for p in range(1, 5) for m in range(p, 13, p)
@@ -42,9 +43,9 @@ def test_1f1b_holds_at_most_ranks_minus_r_micro_batches(p, m):
 def test_interleaved_is_deadlock_free_and_divides_the_bubble(p, m, v):
     schedule = sc.interleaved_1f1b(p, m, v)
     sc.check(schedule)
-    bubble = sc.simulate(schedule).bubble          # forward 1, backward 2
+    bubble = simulation.simulate(schedule).bubble          # forward 1, backward 2
     assert bubble == pytest.approx((p - 1) / (v * m + p - 1), abs=1e-9)
-    assert bubble <= sc.predicted_bubble(sc.one_f_one_b(p, m)) + 1e-12
+    assert bubble <= simulation.predicted_bubble(sc.one_f_one_b(p, m)) + 1e-12
 
 
 def test_interleaved_needs_a_multiple_of_ranks():
@@ -60,11 +61,11 @@ def test_the_simulator_finds_a_cycle_of_receives():
             (A("F", 1, 1), A("F", 0, 1), A("B", 0, 1), A("B", 1, 1)))
     schedule = sc.Schedule("cycle", 2, 2, 1, rows)
     sc.check(schedule)
-    with pytest.raises(sc.DeadlockError, match="rank 0 at B0, rank 1 at F1s1"):
-        sc.simulate(schedule)
+    with pytest.raises(simulation.DeadlockError, match="rank 0 at B0, rank 1 at F1s1"):
+        simulation.simulate(schedule)
     fine = sc.Schedule("fine", 2, 2, 1, (rows[0], (rows[1][1], rows[1][2], rows[1][0],
                                                    rows[1][3])))
-    assert sc.simulate(fine).makespan > 0
+    assert simulation.simulate(fine).makespan > 0
 
 
 @given(p=st.integers(1, 6), m=st.integers(1, 10), seed=st.randoms(use_true_random=False))
@@ -132,13 +133,13 @@ def test_a_slow_stage_sets_the_pace(name):
     p, m = 4, 8
     costs = [(1.0, 2.0)] * p
     costs[2] = (2.0, 4.0)
-    sim = sc.simulate(sc.make(name, p, m), costs=costs)
+    sim = simulation.simulate(sc.make(name, p, m), costs=costs)
     assert sim.makespan >= m * 6.0
     assert sim.busy[2] == pytest.approx(m * 6.0)
 
 
 def test_stage_idle_is_each_ranks_share_of_its_own_span():
-    sim = sc.simulate(sc.one_f_one_b(2, 2), 1.0, 1.0)
+    sim = simulation.simulate(sc.one_f_one_b(2, 2), 1.0, 1.0)
     # rank 0: F0 F1 | waits | B0 | B1 ; rank 1: waits 1 then F0 B0 F1 B1
     assert sim.spans[1][0][1] == 1.0 and sim.stage_idle(1) == pytest.approx(1 / 5)
     assert sim.makespan == 6.0 and sim.stage_idle(0) == pytest.approx(2 / 6)
@@ -168,3 +169,20 @@ def test_schedules_print_per_rank():
     assert text.splitlines()[1].split()[2:] == ["F0", "F1", "B0", "F2", "B1", "B2"]
     assert list(itertools.chain(*sc.gpipe(1, 1).actions)) == [sc.Action("F", 0, 0),
                                                               sc.Action("B", 0, 0)]
+
+
+@pytest.mark.parametrize("name", ["gpipe", "1f1b"])
+@pytest.mark.parametrize("p,m", [(2, 4), (4, 4), (4, 8), (3, 5)])
+def test_ranks_sharing_cores(name, p, m):
+    """With a core each the shared simulation is the ideal one; on one core nothing idles
+    while anything can run (the makespan is the total work when the schedule never waits
+    on a message nobody computes), and the bubble shrinks as cores get fewer."""
+    schedule = sc.make(name, p, m)
+    ideal = simulation.simulate(schedule)
+    alike = simulation.simulate(schedule, cores=p + 1)
+    assert alike.makespan == pytest.approx(ideal.makespan)
+    one = simulation.simulate(schedule, cores=1)
+    assert one.makespan == pytest.approx(3.0 * m * p)       # F 1 + B 2 per action pair
+    bubbles = [simulation.simulate(schedule, cores=c).bubble for c in range(1, p + 1)]
+    assert all(a <= b + 1e-9 for a, b in zip(bubbles, bubbles[1:]))
+    assert bubbles[-1] == pytest.approx(ideal.bubble)

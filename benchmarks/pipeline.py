@@ -1,0 +1,130 @@
+"""Pipeline parallelism: the measured bubble against the schedule's prediction, and the step
+time against the unpipelined step on the same ranks.
+
+    mpiexec -n 2 python benchmarks/pipeline.py [--d 256 --layers-per-stage 2 --batch 512]
+    mpiexec -n 4 python benchmarks/pipeline.py --microbatches 4,8,16 --schedules 1f1b,gpipe
+
+The model is a residual tanh MLP of ``--layers-per-stage`` layers of ``d x d`` float64 per
+stage (real numpy matmuls, so compute, not Python, fills each action) and a squared-error
+loss; the pipeline runs on the mesh (P, 1, 1), P the ranks launched, for each schedule and
+each number of micro-batches m.  Per row, the slower rank's median over ``--reps`` steps:
+
+- ``step ms``: one pipelined step (forward and backward of every micro-batch);
+- ``bubble``: measured, ``1 - sum(busy) / (P x longest span)`` from ``mt.pipeline.timelines``
+  (busy: each rank's forward and backward compute);
+- ``predicted``: ``(P - 1) / (m + P - 1)`` on one core per rank, and the same schedule
+  simulated with the P ranks sharing this machine's cores (``simulate(..., cores=)``, the
+  backward/forward ratio measured), which is what an oversubscribed launch can show;
+- ``/ unpipelined``: the step time over that of ``mt.value_and_grad`` of the same model and
+  batch on the same P ranks without a pipeline (the batch split over them, data parallel,
+  the weights replicated).
+"""
+import argparse
+import json
+import os
+import time
+
+import numpy as np
+from mpi4py import MPI
+
+import mtensor as mt
+from mtensor import Replicate, Shard
+from mtensor.pipeline import schedules, simulation
+
+
+def stage(p, x, where):
+    for w in p["w"]:
+        x = x + np.tanh(x @ w)
+    return x
+
+
+def loss(p, h, y):
+    r = h - y
+    return (r * r).mean()
+
+
+def unpipelined(p, x, y):
+    h = x
+    for i in range(p["w"].shape[0]):
+        h = h + np.tanh(h @ p["w"][i])
+    return loss(p, h, y)
+
+
+def timed(world, fn, reps):
+    out = []
+    for _ in range(reps):
+        world.Barrier()
+        start = time.perf_counter()
+        fn()
+        out.append(world.allreduce(time.perf_counter() - start, op=MPI.MAX))
+    return float(np.median(out))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--d", type=int, default=256)
+    ap.add_argument("--layers-per-stage", type=int, default=2)
+    ap.add_argument("--batch", type=int, default=512)
+    ap.add_argument("--microbatches", default="4,8,16")
+    ap.add_argument("--schedules", default="1f1b,gpipe")
+    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--json")
+    args = ap.parse_args()
+    world = MPI.COMM_WORLD
+    p, d = world.size, args.d
+    layers = p * args.layers_per_stage
+    rng = np.random.default_rng(0)
+    w = rng.normal(size=(layers, d, d)) / (4 * np.sqrt(d))
+    x, y = rng.normal(size=(args.batch, d)), rng.normal(size=(args.batch, d))
+    cores = min(p, os.cpu_count() or 1)
+
+    flat = mt.init_device_mesh((1, p, 1), mesh_dim_names=("pp", "dp", "tp"))
+    whole = {"w": mt.distribute_tensor(w, flat, [Replicate()] * 3)}
+    split = [Replicate(), Shard(0), Replicate()]
+    xd, yd = (mt.distribute_tensor(a, flat, split) for a in (x, y))
+    grad = mt.value_and_grad(unpipelined)
+    grad(whole, xd, yd)
+    base = timed(world, lambda: float(grad(whole, xd, yd)[0]), args.reps)
+
+    mesh = mt.init_device_mesh((p, 1, 1), mesh_dim_names=("pp", "dp", "tp"))
+    params = {"w": mt.distribute_tensor(w, mesh, [Shard(0), Replicate(), Replicate()])}
+    rows = []
+    for name in args.schedules.split(","):
+        pipe = mt.pipeline.value_and_grad(stage, loss, mesh, schedule=name)
+        for m in (int(v) for v in args.microbatches.split(",")):
+            rep = [Replicate()] * 3
+            xs = [mt.distribute_tensor(a, mesh, rep) for a in np.split(x, m)]
+            ys = [mt.distribute_tensor(a, mesh, rep) for a in np.split(y, m)]
+            float(pipe(params, xs, ys)[0])
+            bubbles, steps = [], []
+            for _ in range(args.reps):
+                steps.append(timed(world, lambda: float(pipe(params, xs, ys)[0]), 1))
+                bubbles.append(mt.pipeline.timelines(pipe).measured_bubble)
+            report = mt.pipeline.timelines(pipe)
+            ratio = np.mean([t.mean("backward") / max(t.mean("forward"), 1e-12)
+                             for t in report.stages])
+            schedule = schedules.make(name, p, m)
+            shared = simulation.simulate(schedule, 1.0, ratio, cores=cores).bubble
+            rows.append(dict(schedule=name, m=m, step_s=float(np.median(steps)),
+                             bubble=float(np.median(bubbles)), ideal=(p - 1) / (m + p - 1),
+                             shared=shared, vs_unpipelined=float(np.median(steps)) / base))
+    if world.rank == 0:
+        print(f"{p} ranks as {p} pipeline stages of {args.layers_per_stage} layers of {d}x{d} "
+              f"float64, batch {args.batch}, {os.cpu_count()} cores; medians of "
+              f"{args.reps} steps (slower rank); unpipelined (data parallel on the same "
+              f"ranks): {1e3 * base:.1f} ms")
+        print("| schedule | m | step ms | bubble measured | predicted, a core per rank | "
+              f"predicted, {cores} cores shared | / unpipelined |")
+        print("|---|---|---|---|---|---|---|")
+        for r in rows:
+            print(f"| {r['schedule']} | {r['m']} | {1e3 * r['step_s']:.1f} | "
+                  f"{100 * r['bubble']:.1f}% | {100 * r['ideal']:.1f}% | "
+                  f"{100 * r['shared']:.1f}% | {r['vs_unpipelined']:.2f} |")
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump(dict(config=vars(args), ranks=p, unpipelined_s=base, rows=rows), f,
+                          indent=1)
+
+
+if __name__ == "__main__":
+    main()
