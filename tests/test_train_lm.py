@@ -92,7 +92,7 @@ PIPE_RUNS = [  # (ranks, flags): 2, 4 and 8 ranks, GPipe and 1F1B, eager and com
     (4, ("--pp", "2", "--mesh", "1x2")),
     (4, ("--pp", "2", "--mesh", "1x2", "--pp-schedule", "gpipe", "--compile")),
     (4, ("--pp", "4", "--pp-schedule", "gpipe")),
-    (4, ("--pp", "4", "--microbatches", "2", "--compile")),
+    (4, ("--pp", "4", "--microbatches", "2", "--compile", "--remat")),
     (8, ("--pp", "2", "--mesh", "2x2", "--compile")),
     (8, ("--pp", "2", "--mesh", "2x2", "--pp-schedule", "gpipe")),
     (8, ("--pp", "4", "--mesh", "1x2", "--compile", "--pp-schedule", "gpipe")),

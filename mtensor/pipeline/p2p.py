@@ -6,7 +6,8 @@ and ``recv`` step kinds (``Isend``/``Irecv``).
 Sender and receiver sit at the same coordinate of meshes of one shape, so the block alone
 carries the tensor once its spec (global shape, dtype, placements) is known.  The first time
 a call signature sends a given message, a fixed-size header with the spec goes first
-(``encode_spec``), and both ends remember it: later calls with that signature send blocks
+(``encode_spec``; message ``t`` travels with MPI tag ``2 t``, its header with ``2 t + 1``),
+and both ends remember it: later calls with that signature send blocks
 only, and a receive can be posted before its sender runs (the runner posts one action
 ahead).  While ``mt.compile`` records, each send and receive is a collective node of the
 graph (the headers are not: the replay knows every shape), which the replay starts where it
@@ -181,13 +182,14 @@ class Messenger:
 
 def _collective(kind, mesh, dim, peer, tag, block_shape, dtype, spec) -> Collective:
     """A bound ``send`` or ``recv`` as the tracer and the replay know collectives: ``counts``
-    is (peer, tag); a send's result, and a receive's input, are empty blocks."""
+    is (peer, MPI tag): the message's even tag (its header has the odd one after it); a
+    send's result, and a receive's input, are empty blocks."""
     c = Collective()
     c.kind, c.mesh, c.mesh_dim = kind, mesh, dim
     c.group = mesh.communicator(dim)
     c.run = getattr(c.group, kind)
     c.n, c.index, c.dtype, c.op = mesh.shape[dim], mesh.coordinate[dim], np.dtype(dtype), None
-    c.counts = (peer, tag)
+    c.counts = (peer, 2 * tag)
     block_shape = tuple(block_shape)
     c.recv_shape = block_shape if kind == "recv" else (0,)
     c.out_shape = c.recv_shape

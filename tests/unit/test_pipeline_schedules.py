@@ -118,7 +118,7 @@ def test_every_message_of_a_step_has_its_own_tag_and_one_receiver(name, v):
                     assert key not in received
                     received[key] = a
         assert set(sent) == set(received)
-        assert max(tag for _, _, tag in sent) * 2 + 1 < 32768
+        assert max(tag for _, _, tag in sent) * 2 + 1 < 32768     # data 2t, header 2t + 1
 
 
 def test_the_tag_space_is_checked():
