@@ -250,3 +250,22 @@ def test_each_stage_timeline_and_the_bubble_eager_and_compiled():
     assert "pipeline stage timeline: rank" in bill and "the schedule predicts" in bill
     with pytest.raises(TypeError, match="neither a Pipeline"):
         mt.pipeline.timelines(mt.compile(lambda x: x + 1))
+
+
+def test_a_partial_tensors_reduced_twin_is_copied_inside_a_compiled_step():
+    """relayout of a Partial tensor an op already reduced copies the reduced twin: while
+    tracing that copy is a node of the graph, not a constant (a pipeline stage's Partial
+    cotangent, read by two products, hit this)."""
+    mesh = mt.init_device_mesh((WORLD.size,))
+
+    def f(x):
+        x = x * 2.0                                       # still Partial, made by the step
+        y = np.exp(x)                                     # reads x whole: its twin
+        return y + x.redistribute(x.device_mesh, [Replicate()])
+
+    step = mt.compile(f)
+    for seed in range(3):
+        terms = np.random.default_rng([seed, WORLD.rank]).normal(size=(4, 3))
+        x = mt.DTensor.from_local(terms, mesh, [Partial()], shape=(4, 3))
+        want, got = host(f(x).full_tensor()), host(step(x).full_tensor())
+        assert_all_ranks(np.array_equal(want, got), f"call {seed}")
