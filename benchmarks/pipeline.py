@@ -12,9 +12,12 @@ each number of micro-batches m.  Per row, the slower rank's median over ``--reps
 - ``step ms``: one pipelined step (forward and backward of every micro-batch);
 - ``bubble``: measured, ``1 - sum(busy) / (P x longest span)`` from ``mt.pipeline.timelines``
   (busy: each rank's forward and backward compute);
-- ``predicted``: ``(P - 1) / (m + P - 1)`` on one core per rank, and the same schedule
-  simulated with the P ranks sharing this machine's cores (``simulate(..., cores=)``, the
-  backward/forward ratio measured), which is what an oversubscribed launch can show;
+- the prediction: ``(P - 1) / (m + P - 1)``; the schedule simulated with each stage's own
+  forward and backward times (measured alone first: GPipe with one micro-batch runs one
+  stage at a time; a micro-batch of m costs 1/m of that), on a core per rank and with the
+  P ranks sharing this machine's cores (``simulate(..., cores=)``): what an oversubscribed
+  launch can show.  The first stage's backward is the cheapest (no input gradient), so
+  stages are not quite balanced;
 - ``/ unpipelined``: the step time over that of ``mt.value_and_grad`` of the same model and
   batch on the same P ranks without a pipeline (the batch split over them, data parallel,
   the weights replicated).
@@ -88,38 +91,53 @@ def main():
 
     mesh = mt.init_device_mesh((p, 1, 1), mesh_dim_names=("pp", "dp", "tp"))
     params = {"w": mt.distribute_tensor(w, mesh, [Shard(0), Replicate(), Replicate()])}
+    rep = [Replicate()] * 3
+
+    def batches(m):
+        return ([mt.distribute_tensor(a, mesh, rep) for a in np.split(x, m)],
+                [mt.distribute_tensor(a, mesh, rep) for a in np.split(y, m)])
+
+    # each stage's compute with nothing else running: GPipe with one micro-batch runs one
+    # stage at a time (the whole batch, so a micro-batch of m costs about 1/m of it)
+    pipe = mt.pipeline.value_and_grad(stage, loss, mesh, schedule="gpipe")
+    xs, ys = batches(1)
+    for _ in range(3):
+        float(pipe(params, xs, ys)[0])
+    alone = [(t.mean("forward"), t.mean("backward"))
+             for t in mt.pipeline.timelines(pipe).stages]
     rows = []
     for name in args.schedules.split(","):
         pipe = mt.pipeline.value_and_grad(stage, loss, mesh, schedule=name)
         for m in (int(v) for v in args.microbatches.split(",")):
-            rep = [Replicate()] * 3
-            xs = [mt.distribute_tensor(a, mesh, rep) for a in np.split(x, m)]
-            ys = [mt.distribute_tensor(a, mesh, rep) for a in np.split(y, m)]
+            xs, ys = batches(m)
             float(pipe(params, xs, ys)[0])
             bubbles, steps = [], []
             for _ in range(args.reps):
                 steps.append(timed(world, lambda: float(pipe(params, xs, ys)[0]), 1))
                 bubbles.append(mt.pipeline.timelines(pipe).measured_bubble)
-            report = mt.pipeline.timelines(pipe)
-            ratio = np.mean([t.mean("backward") / max(t.mean("forward"), 1e-12)
-                             for t in report.stages])
             schedule = schedules.make(name, p, m)
-            shared = simulation.simulate(schedule, 1.0, ratio, cores=cores).bubble
-            rows.append(dict(schedule=name, m=m, step_s=float(np.median(steps)),
-                             bubble=float(np.median(bubbles)), ideal=(p - 1) / (m + p - 1),
-                             shared=shared, vs_unpipelined=float(np.median(steps)) / base))
+            costs = [(f / m, b / m) for f, b in alone]
+            rows.append(dict(
+                schedule=name, m=m, step_s=float(np.median(steps)),
+                bubble=float(np.median(bubbles)), closed_form=(p - 1) / (m + p - 1),
+                simulated=simulation.simulate(schedule, costs=costs).bubble,
+                shared=simulation.simulate(schedule, costs=costs, cores=cores).bubble,
+                vs_unpipelined=float(np.median(steps)) / base))
     if world.rank == 0:
         print(f"{p} ranks as {p} pipeline stages of {args.layers_per_stage} layers of {d}x{d} "
               f"float64, batch {args.batch}, {os.cpu_count()} cores; medians of "
               f"{args.reps} steps (slower rank); unpipelined (data parallel on the same "
               f"ranks): {1e3 * base:.1f} ms")
-        print("| schedule | m | step ms | bubble measured | predicted, a core per rank | "
-              f"predicted, {cores} cores shared | / unpipelined |")
-        print("|---|---|---|---|---|---|---|")
+        print("each stage alone, whole batch (forward, backward ms): "
+              + ", ".join(f"({1e3 * f:.1f}, {1e3 * b:.1f})" for f, b in alone))
+        print("| schedule | m | step ms | bubble measured | (p-1)/(m+p-1) | simulated, a core "
+              f"per rank | simulated, {cores} cores shared | / unpipelined |")
+        print("|---|---|---|---|---|---|---|---|")
         for r in rows:
             print(f"| {r['schedule']} | {r['m']} | {1e3 * r['step_s']:.1f} | "
-                  f"{100 * r['bubble']:.1f}% | {100 * r['ideal']:.1f}% | "
-                  f"{100 * r['shared']:.1f}% | {r['vs_unpipelined']:.2f} |")
+                  f"{100 * r['bubble']:.1f}% | {100 * r['closed_form']:.1f}% | "
+                  f"{100 * r['simulated']:.1f}% | {100 * r['shared']:.1f}% | "
+                  f"{r['vs_unpipelined']:.2f} |")
         if args.json:
             with open(args.json, "w") as f:
                 json.dump(dict(config=vars(args), ranks=p, unpipelined_s=base, rows=rows), f,

@@ -63,6 +63,21 @@ def test_compile_benchmark_runs():
     assert "| eager | 12 |" in result.stdout and "| compiled | 1 |" in result.stdout
 
 
+def test_pipeline_benchmark_runs():
+    """benchmarks/pipeline.py at tiny sizes: a row per schedule and micro-batch count, every
+    bubble a share, the closed form (p - 1) / (m + p - 1)."""
+    result = run_under_mpi(2, ["benchmarks/pipeline.py", "--d", "16", "--batch", "32",
+                               "--microbatches", "2,4", "--reps", "1"], timeout=120)
+    assert result.returncode == 0, result.stdout
+    rows = [ln.split("|")[1:-1] for ln in result.stdout.splitlines()
+            if ln.startswith("| 1f1b |") or ln.startswith("| gpipe |")]
+    assert [(r[0].strip(), r[1].strip()) for r in rows] == [
+        ("1f1b", "2"), ("1f1b", "4"), ("gpipe", "2"), ("gpipe", "4")], result.stdout
+    for r in rows:
+        assert all(0 <= float(v.strip().rstrip("%")) <= 100 for v in r[3:7]), r
+    assert [r[4].strip() for r in rows] == ["33.3%", "20.0%", "33.3%", "20.0%"]
+
+
 TRAIN_ARGS = ["--steps", "6", "--hidden", "32"]
 
 
