@@ -74,7 +74,7 @@ def test_pipeline_benchmark_runs():
     assert [(r[0].strip(), r[1].strip()) for r in rows] == [
         ("1f1b", "2"), ("1f1b", "4"), ("gpipe", "2"), ("gpipe", "4")], result.stdout
     for r in rows:
-        assert all(0 <= float(v.strip().rstrip("%")) <= 100 for v in r[3:7]), r
+        assert all(0 <= float(v.strip().rstrip("%")) <= 100 for v in r[3:8]), r
     assert [r[4].strip() for r in rows] == ["33.3%", "20.0%", "33.3%", "20.0%"]
 
 

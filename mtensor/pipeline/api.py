@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import modes
 from ..device import arrays as device
 from ..dtensor import DTensor
 from ..placement import Replicate
@@ -82,6 +83,9 @@ class Pipeline:
         return found
 
     def __call__(self, params, inputs, targets):
+        if modes.active.tape is not None:
+            raise TypeError("mt.pipeline: the pipelined step takes its own gradients; call it "
+                            "outside value_and_grad (it returns the loss and the gradients)")
         inputs, targets = list(inputs), list(targets)
         if not inputs or len(inputs) != len(targets):
             raise ValueError(f"mt.pipeline: pass one target per micro-batch input (got "

@@ -203,6 +203,8 @@ def test_bad_calls_are_refused_on_every_rank():
             ValueError, "stack different numbers of layers"),
         "stage count": (lambda: mt.pipeline.value_and_grad([stage] * (WORLD.size + 1), loss,
                                                            mesh), ValueError, "stage functions"),
+        "under a tape": (lambda: mt.value_and_grad(lambda p: pipe(p, xs, ys)[0])(params),
+                         TypeError, "takes its own gradients"),
     }
     if split is not None:
         cases["batch split over pp"] = (lambda: pipe(params, [split, split], ys), ValueError,
