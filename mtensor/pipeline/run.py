@@ -67,7 +67,6 @@ class StepRun:
         except Exception as e:
             self._fail(None, e)
         self.events.append(("sends", "send", t, time.perf_counter()))
-        self.end = time.perf_counter()
         return self.totals, self.loss
 
     def _action(self, action: Action, receipts, i: int, actions) -> None:

@@ -98,6 +98,9 @@ class StageLayout:
                          f"layers per chunk, ...), split over the pipeline dim on axis 1")
         return a
 
+    def _sub(self, spec, shape, drop=()) -> DTensorSpec:
+        return sub_spec(spec, self.dim, self.stage_mesh, shape, drop)
+
     def layers(self, chunk: int) -> range:
         """The global layer indices of this rank's virtual stage ``chunk``."""
         base = chunk * self.per_chunk
@@ -112,7 +115,7 @@ class StageLayout:
             if type(leaf) is not DTensor:
                 out.append(leaf)
             elif a is None:
-                shared = DTensor(_block(leaf), sub_spec(leaf.spec, self.dim, self.stage_mesh, leaf.shape))
+                shared = DTensor(_block(leaf), self._sub(leaf.spec, leaf.shape))
                 out.append(shared)
                 followed.append(shared)
             else:
@@ -126,9 +129,9 @@ class StageLayout:
             (slice(None),) * a + (j,)
         drop = (a - 1, a) if self.virtual > 1 else (a,)
         block = _recorded("pipeline layer view", lambda b: b[index], _block(leaf))
-        return DTensor(block, sub_spec(leaf.spec, self.dim, self.stage_mesh, leaf.shape, drop))
+        return DTensor(block, self._sub(leaf.spec, leaf.shape, drop))
 
-    def gradients(self, params, totals, reduce: bool = True):
+    def gradients(self, params, totals):
         """The gradient tree on the whole mesh from ``totals[chunk]`` (the stage's gradients
         by position among ``view``'s followed leaves), laid out like the parameters: each
         stage reduces its layers' gradients over its own sub-mesh, and the shared leaves'
@@ -154,7 +157,7 @@ class StageLayout:
         total = parts[0]
         for p in parts[1:]:
             total = total + p
-        sub = sub_spec(leaf.spec, self.dim, self.stage_mesh, leaf.shape)
+        sub = self._sub(leaf.spec, leaf.shape)
         total = relayout(total, sub.placements)
         placements = list(sub.placements)
         placements.insert(self.dim, Partial("sum"))
@@ -165,7 +168,7 @@ class StageLayout:
     def _stacked(self, leaf, a: int, parts) -> DTensor:
         stacked_shape = list(leaf.shape)
         stacked_shape[a] = self.hi - self.lo
-        sub = sub_spec(leaf.spec, self.dim, self.stage_mesh, stacked_shape)
+        sub = self._sub(leaf.spec, stacked_shape)
         if self.hi == self.lo:                   # no layers here: an empty block
             zeros = np.zeros_like(_block(leaf))
             return DTensor(zeros, leaf.spec)
