@@ -7,7 +7,8 @@ time against the unpipelined step on the same ranks.
 The model is a residual tanh MLP of ``--layers-per-stage`` layers of ``d x d`` float64 per
 stage (real numpy matmuls, so compute, not Python, fills each action) and a squared-error
 loss; the pipeline runs on the mesh (P, 1, 1), P the ranks launched, for each schedule and
-each number of micro-batches m.  Per row, the slower rank's median over ``--reps`` steps:
+each number of micro-batches m.  Every side runs ``--reps`` times, interleaved rep by rep; per row, the medians (each
+step's time is the slower rank's):
 
 - ``step ms``: one pipelined step (forward and backward of every micro-batch);
 - ``bubble``: measured, ``1 - sum(busy) / (P x longest span)`` from ``mt.pipeline.timelines``
@@ -16,7 +17,7 @@ each number of micro-batches m.  Per row, the slower rank's median over ``--reps
   forward and backward times in the same run (``Timelines.predicted_bubble``: what the
   schedule gives for the compute this run did, so the gap to the measurement is what
   messages and waits added); the schedule simulated with each stage's own
-  forward and backward times (measured alone first: GPipe with one micro-batch runs one
+  forward and backward times (measured alone, a side of its own: GPipe with one micro-batch runs one
   stage at a time; a micro-batch of m costs 1/m of that), on a core per rank and with the
   P ranks sharing this machine's cores (``simulate(..., cores=)``): what an oversubscribed
   launch can show.  The first stage's backward is the cheapest (no input gradient), so
@@ -56,14 +57,12 @@ def unpipelined(p, x, y):
     return loss(p, h, y)
 
 
-def timed(world, fn, reps):
-    out = []
-    for _ in range(reps):
-        world.Barrier()
-        start = time.perf_counter()
-        fn()
-        out.append(world.allreduce(time.perf_counter() - start, op=MPI.MAX))
-    return float(np.median(out))
+def timed(world, fn) -> float:
+    """One call after a barrier: the slower rank's seconds."""
+    world.Barrier()
+    start = time.perf_counter()
+    fn()
+    return world.allreduce(time.perf_counter() - start, op=MPI.MAX)
 
 
 def main():
@@ -89,9 +88,6 @@ def main():
     split = [Replicate(), Shard(0), Replicate()]
     xd, yd = (mt.distribute_tensor(a, flat, split) for a in (x, y))
     grad = mt.value_and_grad(unpipelined)
-    grad(whole, xd, yd)
-    base = timed(world, lambda: float(grad(whole, xd, yd)[0]), args.reps)
-
     mesh = mt.init_device_mesh((p, 1, 1), mesh_dim_names=("pp", "dp", "tp"))
     params = {"w": mt.distribute_tensor(w, mesh, [Shard(0), Replicate(), Replicate()])}
     rep = [Replicate()] * 3
@@ -100,35 +96,48 @@ def main():
         return ([mt.distribute_tensor(a, mesh, rep) for a in np.split(x, m)],
                 [mt.distribute_tensor(a, mesh, rep) for a in np.split(y, m)])
 
-    # each stage's compute with nothing else running: GPipe with one micro-batch runs one
-    # stage at a time (the whole batch, so a micro-batch of m costs about 1/m of it)
-    pipe = mt.pipeline.value_and_grad(stage, loss, mesh, schedule="gpipe")
-    xs, ys = batches(1)
-    for _ in range(3):
-        float(pipe(params, xs, ys)[0])
-    alone = [(t.mean("forward"), t.mean("backward"))
-             for t in mt.pipeline.timelines(pipe).stages]
-    rows = []
+    # sides: the unpipelined step; each stage's compute with nothing else running (GPipe
+    # with one micro-batch runs one stage at a time, the whole batch: a micro-batch of m
+    # costs about 1/m of it); every schedule at every m.  Interleaved rep by rep, so the
+    # machine's noise hits them alike.
+    sides = {"unpipelined": (lambda: float(grad(whole, xd, yd)[0]), None)}
+    sides["alone"] = (mt.pipeline.value_and_grad(stage, loss, mesh, schedule="gpipe"), 1)
     for name in args.schedules.split(","):
-        pipe = mt.pipeline.value_and_grad(stage, loss, mesh, schedule=name)
         for m in (int(v) for v in args.microbatches.split(",")):
+            sides[(name, m)] = (mt.pipeline.value_and_grad(stage, loss, mesh, schedule=name), m)
+    runs = {}
+    for key, (pipe, m) in sides.items():
+        if m is None:
+            runs[key] = pipe
+        else:
             xs, ys = batches(m)
-            float(pipe(params, xs, ys)[0])
-            bubbles, steps, own = [], [], []
-            for _ in range(args.reps):
-                steps.append(timed(world, lambda: float(pipe(params, xs, ys)[0]), 1))
-                report = mt.pipeline.timelines(pipe)
-                bubbles.append(report.measured_bubble)
-                own.append(report.predicted_bubble())
-            schedule = schedules.make(name, p, m)
-            costs = [(f / m, b / m) for f, b in alone]
-            rows.append(dict(
-                schedule=name, m=m, step_s=float(np.median(steps)),
-                bubble=float(np.median(bubbles)), closed_form=(p - 1) / (m + p - 1),
-                own_times=float(np.median(own)),
-                simulated=simulation.simulate(schedule, costs=costs).bubble,
-                shared=simulation.simulate(schedule, costs=costs, cores=cores).bubble,
-                vs_unpipelined=float(np.median(steps)) / base))
+            runs[key] = (lambda pipe=pipe, xs=xs, ys=ys: float(pipe(params, xs, ys)[0]))
+        runs[key]()                                   # warm: traced shapes, page faults
+    got = {key: [] for key in sides}
+    order = list(sides)
+    for r in range(args.reps):
+        for key in order[r % len(order):] + order[:r % len(order)]:
+            seconds = timed(world, runs[key])
+            pipe, _ = sides[key]
+            report = mt.pipeline.timelines(pipe) if key != "unpipelined" else None
+            got[key].append((seconds, report))
+    base = float(np.median([t for t, _ in got["unpipelined"]]))
+    alone = [(np.median([rep.stages[k].mean("forward") for _, rep in got["alone"]]),
+              np.median([rep.stages[k].mean("backward") for _, rep in got["alone"]]))
+             for k in range(p)]
+    rows = []
+    for key in order[2:]:
+        name, m = key
+        schedule = schedules.make(name, p, m)
+        costs = [(f / m, b / m) for f, b in alone]
+        rows.append(dict(
+            schedule=name, m=m, step_s=float(np.median([t for t, _ in got[key]])),
+            bubble=float(np.median([rep.measured_bubble for _, rep in got[key]])),
+            closed_form=(p - 1) / (m + p - 1),
+            own_times=float(np.median([rep.predicted_bubble() for _, rep in got[key]])),
+            simulated=simulation.simulate(schedule, costs=costs).bubble,
+            shared=simulation.simulate(schedule, costs=costs, cores=cores).bubble))
+        rows[-1]["vs_unpipelined"] = rows[-1]["step_s"] / base
     if world.rank == 0:
         print(f"{p} ranks as {p} pipeline stages of {args.layers_per_stage} layers of {d}x{d} "
               f"float64, batch {args.batch}, {os.cpu_count()} cores; medians of "
