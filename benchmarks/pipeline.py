@@ -16,8 +16,8 @@ step's time is the slower rank's):
 - the prediction: ``(P - 1) / (m + P - 1)``; the schedule simulated with each rank's mean
   forward and backward times in the same run (``Timelines.predicted_bubble``: what the
   schedule gives for the compute this run did, so the gap to the measurement is what
-  messages and waits added); the schedule simulated with each stage's own
-  forward and backward times (measured alone, a side of its own: GPipe with one micro-batch runs one
+  messages and waits added); the schedule simulated with each stage's own forward and
+  backward times measured alone (a side of its own: GPipe with one micro-batch runs one
   stage at a time; a micro-batch of m costs 1/m of that), on a core per rank and with the
   P ranks sharing this machine's cores (``simulate(..., cores=)``): what an oversubscribed
   launch can show.  The first stage's backward is the cheapest (no input gradient), so
