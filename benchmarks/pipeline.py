@@ -13,10 +13,10 @@ step's time is the slower rank's):
 - ``step ms``: one pipelined step (forward and backward of every micro-batch);
 - ``bubble``: measured, ``1 - sum(busy) / (P x longest span)`` from ``mt.pipeline.timelines``
   (busy: each rank's forward and backward compute);
-- the prediction: ``(P - 1) / (m + P - 1)``; the schedule simulated with each rank's mean
-  forward and backward times in the same run (``Timelines.predicted_bubble``: what the
-  schedule gives for the compute this run did, so the gap to the measurement is what
-  messages and waits added); the schedule simulated with each stage's own forward and
+- the prediction: ``(P - 1) / (m + P - 1)``; the schedule simulated with each action's
+  compute time in the same step (``Timelines.predicted_bubble``: what the schedule leaves
+  for the compute this step did, so the gap to the measurement is what messages and waits
+  added); the schedule simulated with each stage's own forward and
   backward times measured alone (a side of its own: GPipe with one micro-batch runs one
   stage at a time; a micro-batch of m costs 1/m of that), on a core per rank and with the
   P ranks sharing this machine's cores (``simulate(..., cores=)``): what an oversubscribed

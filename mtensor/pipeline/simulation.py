@@ -46,14 +46,19 @@ class Simulated:
 
 def simulate(schedule: Schedule, forward: float = 1.0, backward: float = 2.0,
              latency: float = 0.0, costs: Optional[Sequence[Tuple[float, float]]] = None,
-             cores: Optional[int] = None) -> Simulated:
+             cores: Optional[int] = None, durations: Optional[Dict[Action, float]] = None
+             ) -> Simulated:
     """Run ``schedule``: an action starts once its rank is free and its message has arrived
     (``latency`` after its sender's end); sends never block.  ``costs[r]``: (forward,
     backward) seconds of rank ``r`` (default: ``forward`` and ``backward`` everywhere);
+    ``durations``: seconds of each action, over ``costs`` (a run's own, measured);
     ``cores``: how many cores the ranks share (None: one each).  DeadlockError when every
     rank left waits."""
     check(schedule)
-    costs = costs or [(forward, backward)] * schedule.ranks
+    per_rank = costs or [(forward, backward)] * schedule.ranks
+    durations = durations or {}
+    costs = [{a: durations.get(a, per_rank[r][a.phase == BACKWARD]) for a in row}
+             for r, row in enumerate(schedule.actions)]
     if cores is not None and cores < schedule.ranks:
         return _shared(schedule, costs, latency, cores)
     done: Dict[Action, float] = {}
@@ -70,7 +75,7 @@ def simulate(schedule: Schedule, forward: float = 1.0, backward: float = 2.0,
                 if ready is None:
                     break
                 start = max(free[r], ready)
-                end = start + costs[r][a.phase == BACKWARD]
+                end = start + costs[r][a]
                 spans[r].append((a, start, end))
                 done[a], free[r] = end, end
                 at[r] += 1
@@ -103,7 +108,7 @@ def _shared(schedule: Schedule, costs, latency: float, cores: int) -> Simulated:
             ready = _ready(schedule, row[at[r]], done, latency)
             if ready is not None and ready <= now:
                 a = row[at[r]]
-                running[r] = [a, costs[r][a.phase == BACKWARD], now]
+                running[r] = [a, costs[r][a], now]
             elif ready is not None:
                 arrivals.append(ready)
         if not running:

@@ -10,11 +10,12 @@ compiled step's from its replay's instruction times, each instruction given to t
 whose ``debug.region`` (``"stage{s} mb{k}"``) and phase its node was traced in.
 
 The measured bubble is ``1 - sum(busy) / (ranks x longest span)``, busy being forward plus
-backward; the prediction is the schedule simulated with each rank's measured mean forward
-and backward times (``schedules.simulate``), which for GPipe and 1F1B is ``(p - 1) / (m + p -
-1)``.  Spans start at each rank's own start of the step (ranks' clocks are not compared),
-which for a step that follows a synchronising one (a loss read, an optimizer's reduction) is
-a common start to within a message's latency.
+backward; the prediction is the schedule simulated with each action's measured compute
+time (``simulation.simulate``): the bubble the schedule itself leaves for that compute, which
+for stages of one cost is ``(p - 1) / (m + p - 1)`` with GPipe and 1F1B; the measurement
+adds what the messages and waits cost.  Spans start at each rank's own start of the step
+(ranks' clocks are not compared), which for a step that follows a synchronising one (a loss
+read, an optimizer's reduction) is a common start to within a message's latency.
 
 ``timelines(step)`` gathers every stage's (a collective over the pipeline dim); ``mt.explain``
 of a compiled pipelined step shows this rank's stage.
@@ -27,11 +28,12 @@ from typing import List
 
 from ..debug import explain
 from .api import Pipeline
-from .schedules import Schedule
+from .schedules import BACKWARD, FORWARD, Action, Schedule
 from .simulation import simulate
 
 COMPUTE = ("forward", "backward")
 _REGION = re.compile(r"stage(\d+) mb(\d+)(?:/|$)")
+_LABEL = re.compile(r"[FB](\d+)(?:s(\d+))?")
 _WIDTH = 60
 
 
@@ -111,9 +113,20 @@ class Timelines:
         return 0.0 if longest <= 0 else 1.0 - busy / (len(self.stages) * longest)
 
     def predicted_bubble(self) -> float:
-        """The schedule simulated with each rank's measured mean compute times."""
-        costs = [(t.mean("forward"), t.mean("backward")) for t in self.stages]
-        return simulate(self.schedule, costs=costs).bubble
+        """The schedule simulated with each action's measured compute time: the bubble the
+        schedule leaves for the compute this step did (the measurement adds what messages
+        and waits cost)."""
+        return simulate(self.schedule, durations=self.durations()).bubble
+
+    def durations(self) -> dict:
+        """Each action's measured compute seconds."""
+        s, out = self.schedule, {}
+        for t in self.stages:
+            for label, kind, start, end in t.spans:
+                if kind in COMPUTE:
+                    action = _action(label, kind, s)
+                    out[action] = out.get(action, 0.0) + end - start
+        return out
 
     def __str__(self) -> str:
         s, longest = self.schedule, max(t.span for t in self.stages) or 1.0
@@ -126,9 +139,16 @@ class Timelines:
                          f" of {1e3 * t.span:8.3f} ms, receive waits "
                          f"{1e3 * t.total('recv'):.3f} ms")
         lines.append(f"  bubble: measured {100 * self.measured_bubble:.1f}%, predicted "
-                     f"{100 * self.predicted_bubble():.1f}% from the measured compute times, "
+                     f"{100 * self.predicted_bubble():.1f}% for the compute measured, "
                      f"(p - 1) / (v m + p - 1) = {100 * (p - 1) / (v * m + p - 1):.1f}%")
         return "\n".join(lines)
+
+
+def _action(label: str, kind: str, schedule: Schedule) -> Action:
+    """The action of a span's label (``F3``, ``B0s2``)."""
+    found = _LABEL.fullmatch(label)
+    stage = int(found[2]) if found[2] else 0
+    return Action(FORWARD if kind == "forward" else BACKWARD, int(found[1]), stage)
 
 
 def from_run(run) -> StageTimeline:

@@ -186,3 +186,14 @@ def test_ranks_sharing_cores(name, p, m):
     bubbles = [simulation.simulate(schedule, cores=c).bubble for c in range(1, p + 1)]
     assert all(a <= b + 1e-9 for a, b in zip(bubbles, bubbles[1:]))
     assert bubbles[-1] == pytest.approx(ideal.bubble)
+
+
+def test_measured_durations_replace_the_costs_action_by_action():
+    schedule = sc.one_f_one_b(3, 4)
+    plain = simulation.simulate(schedule, 1.0, 2.0)
+    same = {a: 1.0 if a.phase == "F" else 2.0 for row in schedule.actions for a in row}
+    assert simulation.simulate(schedule, durations=same).spans == plain.spans
+    slow = dict(same)
+    slow[sc.Action("B", 3, 2)] = 12.0            # the last backward of the last stage
+    assert simulation.simulate(schedule, durations=slow).makespan == pytest.approx(
+        plain.makespan + 10.0)
