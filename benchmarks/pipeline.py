@@ -72,6 +72,8 @@ def main():
     ap.add_argument("--batch", type=int, default=512)
     ap.add_argument("--microbatches", default="4,8,16")
     ap.add_argument("--schedules", default="1f1b,gpipe")
+    ap.add_argument("--modes", default="eager,compiled",
+                    help="eager calls of the pipeline, and/or its mt.compile'd step")
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--json")
     args = ap.parse_args()
@@ -102,9 +104,13 @@ def main():
     # machine's noise hits them alike.
     sides = {"unpipelined": (lambda: float(grad(whole, xd, yd)[0]), None)}
     sides["alone"] = (mt.pipeline.value_and_grad(stage, loss, mesh, schedule="gpipe"), 1)
-    for name in args.schedules.split(","):
-        for m in (int(v) for v in args.microbatches.split(",")):
-            sides[(name, m)] = (mt.pipeline.value_and_grad(stage, loss, mesh, schedule=name), m)
+    for mode in args.modes.split(","):
+        for name in args.schedules.split(","):
+            for m in (int(v) for v in args.microbatches.split(",")):
+                pipe = mt.pipeline.value_and_grad(stage, loss, mesh, schedule=name)
+                if mode == "compiled":      # returning the gradients: none is dead code
+                    pipe = mt.compile(lambda p, xs, ys, pipe=pipe: pipe(p, xs, ys))
+                sides[(mode, name, m)] = (pipe, m)
     runs = {}
     for key, (pipe, m) in sides.items():
         if m is None:
@@ -127,11 +133,11 @@ def main():
              for k in range(p)]
     rows = []
     for key in order[2:]:
-        name, m = key
+        mode, name, m = key
         schedule = schedules.make(name, p, m)
         costs = [(f / m, b / m) for f, b in alone]
         rows.append(dict(
-            schedule=name, m=m, step_s=float(np.median([t for t, _ in got[key]])),
+            mode=mode, schedule=name, m=m, step_s=float(np.median([t for t, _ in got[key]])),
             bubble=float(np.median([rep.measured_bubble for _, rep in got[key]])),
             closed_form=(p - 1) / (m + p - 1),
             own_times=float(np.median([rep.predicted_bubble() for _, rep in got[key]])),
@@ -145,12 +151,12 @@ def main():
               f"ranks): {1e3 * base:.1f} ms")
         print("each stage alone, whole batch (forward, backward ms): "
               + ", ".join(f"({1e3 * f:.1f}, {1e3 * b:.1f})" for f, b in alone))
-        print("| schedule | m | step ms | bubble measured | (p-1)/(m+p-1) | simulated, the "
+        print("| mode | schedule | m | step ms | bubble measured | (p-1)/(m+p-1) | simulated, the "
               "run's action times | simulated, stages alone | the same, "
               f"{cores} cores shared | / unpipelined |")
-        print("|---|---|---|---|---|---|---|---|---|")
+        print("|---|---|---|---|---|---|---|---|---|---|")
         for r in rows:
-            print(f"| {r['schedule']} | {r['m']} | {1e3 * r['step_s']:.1f} | "
+            print(f"| {r['mode']} | {r['schedule']} | {r['m']} | {1e3 * r['step_s']:.1f} | "
                   f"{100 * r['bubble']:.1f}% | {100 * r['closed_form']:.1f}% | "
                   f"{100 * r['own_times']:.1f}% | {100 * r['simulated']:.1f}% | "
                   f"{100 * r['shared']:.1f}% | {r['vs_unpipelined']:.2f} |")

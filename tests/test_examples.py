@@ -69,13 +69,14 @@ def test_pipeline_benchmark_runs():
     result = run_under_mpi(2, ["benchmarks/pipeline.py", "--d", "16", "--batch", "32",
                                "--microbatches", "2,4", "--reps", "1"], timeout=120)
     assert result.returncode == 0, result.stdout
-    rows = [ln.split("|")[1:-1] for ln in result.stdout.splitlines()
-            if ln.startswith("| 1f1b |") or ln.startswith("| gpipe |")]
-    assert [(r[0].strip(), r[1].strip()) for r in rows] == [
-        ("1f1b", "2"), ("1f1b", "4"), ("gpipe", "2"), ("gpipe", "4")], result.stdout
+    rows = [[v.strip() for v in ln.split("|")[1:-1]] for ln in result.stdout.splitlines()
+            if ln.startswith("| eager |") or ln.startswith("| compiled |")]
+    assert [tuple(r[:3]) for r in rows] == [
+        (mode, name, m) for mode in ("eager", "compiled") for name in ("1f1b", "gpipe")
+        for m in ("2", "4")], result.stdout
     for r in rows:
-        assert all(0 <= float(v.strip().rstrip("%")) <= 100 for v in r[3:8]), r
-    assert [r[4].strip() for r in rows] == ["33.3%", "20.0%", "33.3%", "20.0%"]
+        assert all(0 <= float(v.rstrip("%")) <= 100 for v in r[4:9]), r
+    assert [r[5] for r in rows] == ["33.3%", "20.0%"] * 4
 
 
 TRAIN_ARGS = ["--steps", "6", "--hidden", "32"]
