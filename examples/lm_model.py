@@ -131,11 +131,16 @@ def block(h, p, i):
         return h + mlp(a, p["w1"], p["b1"], p["w2"], p["b2"])
 
 
+def embed(params, x):
+    """Token plus position embeddings of the one-hot bytes ``x``."""
+    with region("embedding"):
+        return x @ params["wte"] + params["wpe"][: x.shape[1]]
+
+
 def hidden(params, x, remat=False):
     """The last hidden state (batch, seq, d_model) of the one-hot bytes ``x``.  ``remat``:
     each block through ``mt.remat`` (its activations recomputed in the backward)."""
-    with region("embedding"):
-        h = x @ params["wte"] + params["wpe"][: x.shape[1]]
+    h = embed(params, x)
     run = mt.remat(block) if remat else block
     for i in range(layers_of(params)):
         h = run(h, {k: params[f"{k}{i}"] for k in BLOCK}, i)
@@ -152,7 +157,11 @@ def logits(params, x, remat=False):
 
 def loss(params, x, y, remat=False):
     """Mean cross-entropy (nats per byte) of the one-hot next bytes ``y`` given ``x``."""
-    z = logits(params, x, remat)
+    return cross_entropy(logits(params, x, remat), y)
+
+
+def cross_entropy(z, y):
+    """Mean cross-entropy of the one-hot ``y`` under the logits ``z``."""
     with region("loss"):
         top = mt.stop_gradient(z.max(axis=-1, keepdims=True))
         log_sum = np.log(np.exp(z - top).sum(axis=-1, keepdims=True)) + top

@@ -4,6 +4,7 @@
     mpirun -n 4 python examples/train_lm.py --mesh 2x2 --compile --explain
     mpirun -n 4 python examples/train_lm.py --accumulate 4 --optimizer adamw --clip 1.0 \
         --schedule warmup_cosine
+    mpirun -n 8 python examples/train_lm.py --pp 2 --mesh 2x2 --microbatches 4   # pp x dp x tp
     python examples/train_lm.py --steps 50 --layers 1         # one process
 
 The corpus exists offline on every machine: eight modules of the running Python's standard
@@ -24,6 +25,16 @@ prints one step's bill per block: one all-reduce on tp in each attention and eac
 forward and backward, the loss's two all-reduces of one value per token, and one dp
 all-reduce per gradient.
 
+``--pp P`` splits the layers into P pipeline stages (``lm_pipeline.py``: the same model and
+initial values, each block parameter stacked over the layers and split over ``pp``) on the
+mesh (pp, dp, tp), ``--mesh DPxTP`` giving the rest of the ranks; each step runs
+``--microbatches M`` micro-batches (default P) through the stages on ``--pp-schedule``
+(``1f1b``, default, or ``gpipe``) with ``mt.pipeline.value_and_grad``; the losses follow the
+unpipelined run's.  ``--explain`` then prints the pipeline's stage timelines after the run.
+With ``--pp``, ``--save-every K --save-dir DIR`` saves the parameters, the optimizer state,
+the step and the losses to ``DIR/step-NNNNN``, and ``--resume DIR/step-NNNNN`` continues
+such a run on any ``--pp`` and ``--mesh`` (the stacks record layers by global index).
+
 Output: rank 0 draws a progress bar with the loss and tokens/s; the end prints the held-out
 loss in bits per byte (the first 64 windows of ``fractions.py``), the checksum (the sum of
 every step's loss, 12 significant digits, the same on every mesh) and a short sample of
@@ -33,10 +44,12 @@ import argparse
 import functools
 import math
 import os
+import sys
 import sysconfig
 import time
 
 import lm_model as lm
+import lm_train_pipeline as pipeline
 import numpy as np
 from mpi4py import MPI
 from tqdm import tqdm
@@ -121,10 +134,12 @@ def parse_args():
     parser.add_argument("--remat", action="store_true",
                         help="recompute each block's activations in the backward (mt.remat)")
     add_training_flags(parser)
+    pipeline.add_pipeline_flags(parser)
     args = parser.parse_args()
     if args.steps < 1:
         parser.error(f"--steps {args.steps}: train at least one step")
     check_training_flags(parser, args)
+    pipeline.check_pipeline_flags(parser, args, MPI.COMM_WORLD.size)
     return args
 
 
@@ -138,6 +153,8 @@ def step_batch(data, step, args, mesh):
 def main():
     args = parse_args()
     world = MPI.COMM_WORLD
+    if args.pp is not None:
+        return pipeline.main(args, world, read_corpus(), sys.modules[__name__])
     example = "x".join(map(str, default_mesh(world.size)))
     try:
         shape = mesh_shape(args.mesh, world.size)

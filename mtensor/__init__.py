@@ -3,7 +3,7 @@
 The public names, by layer (``docs/design.md`` has the layout of the package)."""
 # numpy's API (every section in mt.numpy; the most used ones here too)
 # programs: gradients and escape hatches, optimizers, compile, auto_shard, checkpoints
-from . import array_api, numpy, optim, random, testing
+from . import array_api, numpy, optim, pipeline, random, testing
 from .autodiff.api import grad, stop_gradient, value_and_grad
 from .autodiff.custom_vjp import custom_vjp
 from .autodiff.local_map import local_map
@@ -79,7 +79,8 @@ __all__ = [
     "clip", "compile", "concatenate", "copy", "custom_vjp", "distribute_tensor", "dot",
     "einsum", "empty", "empty_like", "expand_dims", "explain", "full", "full_like",
     "get_cost_model", "grad", "halo", "init_device_mesh", "load", "local_map", "matmul", "max",
-    "mean", "min", "moveaxis", "numpy", "ones", "ones_like", "optim", "prod", "random",
+    "mean", "min", "moveaxis", "numpy", "ones", "ones_like", "optim", "pipeline", "prod",
+    "random",
     "ravel", "register_sharding", "remat", "reshape", "save", "set_abort_on_error", "set_checks",
     "set_cost_model", "set_timeout", "shard_hint", "squeeze", "stack", "std",
     "stop_gradient", "sum", "swapaxes", "tensordot", "testing", "transpose",

@@ -225,10 +225,17 @@ def relayout(x: DTensor, placements) -> DTensor:
     if placements == spec.placements:
         return x
     source = x.reduced_form()
-    if placements == source._spec.placements:
-        return DTensor(source._local.copy(), source._spec)
+    if placements == source._spec.placements:       # the twin's copy: a node when tracing
+        tracer = modes.active.tracer
+        block = source._local
+        block = block.copy() if tracer is None else tracer.call("copy", _copy, (block,))
+        return DTensor(block, source._spec)
     program, out_spec = redistribution(source._spec, placements, spec.mesh.cost_model())
     return DTensor(program(source._local), out_spec)
+
+
+def _copy(block):
+    return block.copy()
 
 
 def own_block(term: "DTensor", device_mesh):

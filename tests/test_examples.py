@@ -63,6 +63,22 @@ def test_compile_benchmark_runs():
     assert "| eager | 12 |" in result.stdout and "| compiled | 1 |" in result.stdout
 
 
+def test_pipeline_benchmark_runs():
+    """benchmarks/pipeline.py at tiny sizes: a row per schedule and micro-batch count, every
+    bubble a share, the closed form (p - 1) / (m + p - 1)."""
+    result = run_under_mpi(2, ["benchmarks/pipeline.py", "--d", "16", "--batch", "32",
+                               "--microbatches", "2,4", "--reps", "1"], timeout=120)
+    assert result.returncode == 0, result.stdout
+    rows = [[v.strip() for v in ln.split("|")[1:-1]] for ln in result.stdout.splitlines()
+            if ln.startswith("| eager |") or ln.startswith("| compiled |")]
+    assert [tuple(r[:3]) for r in rows] == [
+        (mode, name, m) for mode in ("eager", "compiled") for name in ("1f1b", "gpipe")
+        for m in ("2", "4")], result.stdout
+    for r in rows:
+        assert all(0 <= float(v.rstrip("%")) <= 100 for v in r[4:9]), r
+    assert [r[5] for r in rows] == ["33.3%", "20.0%"] * 4
+
+
 TRAIN_ARGS = ["--steps", "6", "--hidden", "32"]
 
 

@@ -16,6 +16,8 @@ SCENARIOS = {  # name: (ranks that must report it, text they report)
     "run_check_dtype": (ALL_RANKS, "rank 1 holds dtype float32 but rank 0 holds float64"),
     "one_rank_raises": ((1,), "boom: rank 1 fails while rank 0 waits in full_tensor()"),
     "thread_raises": ((0,), "ZeroDivisionError: division by zero"),
+    "pipeline_stage_raises": ((1,), "mt.pipeline: stage rank 1 of 2 raised ValueError: boom "
+                                    "in stage 1: a bad layer in the forward of micro-batch 2"),
     "divergent_collectives": (ALL_RANKS, "collectives diverge across the mesh: ranks [0] run "
                                          "all_gather on mesh dim 0 of global shape (4, 4) "
                                          "float64 for full_tensor; ranks [1] run all_to_all"),

@@ -1,5 +1,6 @@
 """examples/train_lm.py as a user runs it: one loss curve on every mesh, eager and compiled,
 starting at numpy's loss; the held-out target reached with the defaults; bad flags refused."""
+import functools
 import sys
 
 import numpy as np
@@ -78,3 +79,56 @@ def test_default_run_beats_byte_frequencies_on_the_held_out_file():
 def test_bad_flags_are_refused_once_by_every_rank(args, said):
     result = run_under_mpi(2, ["examples/train_lm.py", *args], timeout=120)
     assert result.returncode != 0 and result.stdout.count(said) == 1, result.stdout
+
+
+# --- the layers in pipeline stages (--pp): the one-rank unpipelined curve, every mesh -------
+
+PIPE = [*SMALL, "--layers", "4", "--sample", "0"]
+PIPE_RUNS = [  # (ranks, flags): 2, 4 and 8 ranks, GPipe and 1F1B, eager and compiled
+    (2, ("--pp", "2")),
+    (2, ("--pp", "2", "--pp-schedule", "gpipe", "--microbatches", "4", "--compile")),
+    (2, ("--pp", "2", "--compile")),
+    (2, ("--pp", "2", "--pp-schedule", "gpipe")),
+    (4, ("--pp", "2", "--mesh", "1x2")),
+    (4, ("--pp", "2", "--mesh", "1x2", "--pp-schedule", "gpipe", "--compile")),
+    (4, ("--pp", "4", "--pp-schedule", "gpipe")),
+    (4, ("--pp", "4", "--microbatches", "2", "--compile", "--remat")),
+    (8, ("--pp", "2", "--mesh", "2x2", "--compile")),
+    (8, ("--pp", "2", "--mesh", "2x2", "--pp-schedule", "gpipe")),
+    (8, ("--pp", "4", "--mesh", "1x2", "--compile", "--pp-schedule", "gpipe")),
+]
+
+
+@functools.lru_cache(maxsize=None)
+def _unpipelined(*args):
+    return _run(1, *args)
+
+
+def _checksum(stdout):
+    return float(next(ln for ln in stdout.splitlines() if ln.startswith("checksum")).split()[1])
+
+
+@pytest.mark.parametrize("n, flags", PIPE_RUNS, ids=lambda v: " ".join(v) if
+                         isinstance(v, tuple) else str(v))
+def test_pipelined_runs_print_the_one_rank_checksum(n, flags):
+    """The layers split into stages: every step's loss and the checksum within 1e-10
+    (relative) of the one-process run without a pipeline."""
+    reference = _unpipelined(*PIPE)
+    out = _run(n, *PIPE, *flags)
+    got, want = _losses(out), _losses(reference)
+    assert len(got) == len(want) and np.allclose(got, want, rtol=1e-10, atol=0), (got, want)
+    assert _checksum(out) == pytest.approx(_checksum(reference), rel=1e-10)
+    assert "(pp x dp x tp)" in out and "bits per byte" in out, out
+
+
+def test_a_checkpoint_saved_at_pp_2_resumes_at_pp_1_and_pp_4(tmp_path):
+    """Saved after step 2 of a pp=2 run (1F1B, compiled, AdamW with clipping); resumed with
+    one stage on one rank and with four stages on four: steps 3 and 4 take the
+    uninterrupted run's losses."""
+    flags = [*PIPE, "--steps", "4", "--optimizer", "adamw", "--clip", "1.0"]
+    saved = _losses(_run(2, *flags, "--pp", "2", "--compile", "--save-every", "2",
+                         "--save-dir", str(tmp_path)))
+    assert len(saved) == 4
+    for n, pp in [(1, "1"), (4, "4")]:
+        got = _losses(_run(n, *flags, "--pp", pp, "--resume", str(tmp_path / "step-00002")))
+        assert np.allclose(got, saved[2:], rtol=1e-10, atol=0), (pp, got, saved)

@@ -27,7 +27,8 @@ LAYERS = [
                     "mtensor.debug", "mtensor.halo"]),
     ("numpy's API", ["mtensor.numpy", "mtensor.random", "mtensor.array_api"]),
     ("programs", ["mtensor.autodiff", "mtensor.optim", "mtensor.trace_compile",
-                  "mtensor.autoshard", "mtensor.checkpoint", "mtensor.testing"]),
+                  "mtensor.autoshard", "mtensor.checkpoint", "mtensor.pipeline",
+                  "mtensor.testing"]),
     ("the public package", ["mtensor"]),
 ]
 

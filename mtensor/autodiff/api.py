@@ -120,6 +120,25 @@ def backward_from(recorded, seeds: dict) -> dict:
     return seeds
 
 
+def walk_back(recorded, seeds: dict, leaves, reduce=True, fuse=True):
+    """The backward walk over ``recorded`` (a tape stopped before, its forward done) from
+    ``seeds`` (cotangents by id of the outputs they belong to), as ``value_and_grad``'s
+    own (``fuse``: its fused rules too): ``(gradients of leaves by id, laid out as
+    value_and_grad(reduce=) lays them out; the cotangents left by id, e.g. of the tape's
+    other inputs, not laid out)``.  A pipeline stage runs each micro-batch's backward so,
+    from the gradient its next stage sends; the tape's slots are left empty, so another
+    forward may record next."""
+    tape.stop()
+    if fuse:
+        fusion.fuse(recorded, seeds)
+    modes.active.reuse = {}
+    try:
+        done = _backward(recorded, None, leaves, reduce, seeds=seeds)
+    finally:
+        modes.active.reuse = None
+    return done, seeds
+
+
 def value_and_grad(fn, argnums=0, has_aux=False, *, reduce=True, fuse=True):
     """``fn``'s value and its gradients with respect to the DTensors in ``args[argnums]``
     (pytrees of dicts, lists and tuples); ``fn`` must return a scalar float DTensor (or

@@ -72,3 +72,16 @@ def install_once() -> None:
     _chosen[0] = True
     if MPI.COMM_WORLD.Get_size() > 1 and os.environ.get("MTENSOR_ABORT_ON_ERROR", "1") != "0":
         set_abort_on_error(True)
+
+
+def abort_with(message: str, code: int = 1) -> None:
+    """Print ``message`` (with the traceback being handled, if any), every line prefixed by
+    the rank, and abort the job: for an error on one rank while others wait for its
+    messages, which no exception can reach (``mt.pipeline``'s stages)."""
+    from mpi4py import MPI
+    rank = MPI.COMM_WORLD.Get_rank()
+    text = traceback.format_exc() if sys.exc_info()[0] is not None else ""
+    text += f"{message}; aborting all {MPI.COMM_WORLD.Get_size()} ranks\n"
+    sys.stderr.write("".join(f"[rank {rank}] {line}" for line in text.splitlines(True)))
+    sys.stderr.flush()
+    abort_job(code)

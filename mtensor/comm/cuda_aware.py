@@ -58,7 +58,18 @@ class CudaAware(MPIHost):
         device.synchronize(send)
         super().halo(send, recv, counts, op)
 
+    def send(self, send, recv, counts, op) -> None:
+        device.synchronize(send)
+        super().send(send, recv, counts, op)
+
+    def recv(self, send, recv, counts, op) -> None:
+        device.synchronize(recv)      # no kernel may still write the buffer MPI fills
+        super().recv(send, recv, counts, op)
+
     def start(self, kind, send, recv, counts, op) -> Started:
+        if kind in ("send", "recv"):
+            device.synchronize(send if kind == "send" else recv)
+            return Started([super().start(kind, send, recv, counts, op)])
         if _staged_only(op, recv.dtype):
             return self.staged.start(kind, send, recv, counts, op)
         if not nan_flags.needs_flags(op, recv.dtype):

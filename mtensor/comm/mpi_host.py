@@ -5,7 +5,9 @@ Upper-case mpi4py calls on buffers, no pickling of arrays.  Data-movement collec
 reductions use the MPI datatype of the array's dtype.  Equal counts take the plain
 collective, which MPI libraries tune best; uneven ones the v-variant.  A halo exchange is one
 ``Neighbor_alltoallv`` on the mesh dim's ring (one request, like the collectives; measured
-against ``Sendrecv`` pairs by ``benchmarks/halo_exchange.py``).  Nonblocking calls
+against ``Sendrecv`` pairs by ``benchmarks/halo_exchange.py``); ``send``/``recv`` are
+``Send``/``Recv`` of raw bytes to one rank of the group (``Isend``/``Irecv`` started).
+Nonblocking calls
 (mpi4py's ``I`` calls) progress only inside MPI calls with MPICH and Open MPI, so the replay
 polls ``test_all`` between compute nodes (~0.7 us per request here).
 """
@@ -136,8 +138,20 @@ class MPIHost:
         send_counts, recv_counts = counts
         self.ring().Neighbor_alltoallv(_bytes(send, send_counts), _bytes(recv, recv_counts))
 
+    def send(self, send, recv, counts, op) -> None:
+        peer, tag = counts
+        self.raw.Send(_bytes(send), dest=peer, tag=tag)
+
+    def recv(self, send, recv, counts, op) -> None:
+        peer, tag = counts
+        self.raw.Recv(_bytes(recv), source=peer, tag=tag)
+
     def start(self, kind, send, recv, counts, op) -> MPI.Request:
         raw = self.raw
+        if kind == "send":
+            return raw.Isend(_bytes(send), dest=counts[0], tag=counts[1])
+        if kind == "recv":
+            return raw.Irecv(_bytes(recv), source=counts[0], tag=counts[1])
         if kind == "halo":
             send_counts, recv_counts = counts
             return self.ring().Ineighbor_alltoallv(_bytes(send, send_counts),

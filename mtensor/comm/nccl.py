@@ -8,8 +8,9 @@ for it, so ``mt.compile``'s overlap works on the GPU too.  What NCCL lacks
 (DESIGN.md, facts for the GPU layer) is mapped: booleans travel as bytes (logical or/and as
 max/min), complex sums as float pairs, data movement as bytes; uneven all-gather and
 reduce-scatter are padded to the largest piece; all-to-all(v) and scatter are grouped
-send/recv; NaN rides on flags (``nan_flags``).  What is left (int16, complex max/min,
-products of booleans) goes through ``Staged``.  Metadata collectives stay on host MPI.
+send/recv; NaN rides on flags (``nan_flags``); point-to-point ``send``/``recv`` are NCCL's
+own when blocking, staged through host MPI when started (see ``start``).  What is left
+(int16, complex max/min, products of booleans) goes through ``Staged``.  Metadata collectives stay on host MPI.
 """
 from __future__ import annotations
 
@@ -183,8 +184,26 @@ class NCCL(HostMetadata):
         finally:
             self.nccl.groupEnd()
 
+    def send(self, send, recv, counts, op) -> None:
+        """NCCL's send on the current stream (it waits there until the peer receives)."""
+        if not device.on_device(send):
+            return self.host.send(send, recv, counts, op)
+        s = _flat(send)
+        self.comm.send(s.data.ptr, s.size, self.nccl.NCCL_UINT8, counts[0], self._stream())
+
+    def recv(self, send, recv, counts, op) -> None:
+        if not device.on_device(recv):
+            return self.host.recv(send, recv, counts, op)
+        r = _flat(recv)
+        self.comm.recv(r.data.ptr, r.size, self.nccl.NCCL_UINT8, counts[0], self._stream())
+
     def start(self, kind, send, recv, counts, op) -> Started:
-        """Run ``kind`` on the side stream once the current stream's work is done."""
+        """Run ``kind`` on the side stream once the current stream's work is done.  A
+        started send or receive goes through host MPI (``Staged``): NCCL's ungrouped send
+        waits for its peer's receive on the stream, while a pipeline's ranks send to and
+        receive from one peer at once (1F1B), which only MPI's ``Isend`` leaves unblocked."""
+        if kind in ("send", "recv"):
+            return self.staged.start(kind, send, recv, counts, op)
         if not device.on_device(recv):
             return Started([self.host.start(kind, send, recv, counts, op)])
         cuda = self.cuda

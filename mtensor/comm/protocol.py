@@ -10,12 +10,17 @@ methods with one uniform signature, ``(send, recv, counts, op)``, so the executo
   ``(send_counts, recv_counts)`` for ``all_to_all``, and for ``halo``, where each holds two
   counts: (to/from the previous rank, to/from the next rank) of the mesh dim, a ring (the
   previous of rank 0 is the last rank; a count of 0 sends nothing); ``send`` and ``recv``
-  hold the two pieces end to end, the previous rank's first;
+  hold the two pieces end to end, the previous rank's first; for the point-to-point kinds
+  ``send`` and ``recv``, the pair ``(peer, tag)``: the other rank's index on the mesh dim
+  and the message's tag (``send`` reads ``send`` only, ``recv`` fills ``recv`` only, the
+  other buffer is unused and may be None);
 - ``op``: a reduce op name of ``placement.REDUCE_OPS`` for the kinds that reduce, else None.
 
 Buffers are C-contiguous arrays of the mesh's device; ``send is recv`` asks for an in-place
 all-reduce.  Requests from ``start`` are completed by the same backend's ``wait`` and
-``test_all`` (the replay polls every request in flight with one ``test_all``).
+``test_all`` (the replay polls every request in flight with one ``test_all``).  A started
+``send`` must not wait for its receiver to post (MPI's ``Isend``): ranks that exchange
+messages both ways send before they receive.
 """
 from __future__ import annotations
 
@@ -36,6 +41,10 @@ class Communicator(Protocol):
     def all_to_all(self, send, recv, counts, op: None) -> None: ...
 
     def halo(self, send, recv, counts, op: None) -> None: ...
+
+    def send(self, send, recv: None, counts, op: None) -> None: ...
+
+    def recv(self, send: None, recv, counts, op: None) -> None: ...
 
     def start(self, kind: str, send, recv, counts, op: Optional[str]) -> Any: ...
 

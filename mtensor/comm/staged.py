@@ -7,7 +7,8 @@ asynchronous), runs the host collective of ``MPIHost`` (so NaN, booleans and une
 behave exactly as on the CPU path), and copies the result back.  A large all-reduce is
 pipelined in chunks: while MPI reduces chunk k on the host, the GPU copies chunk k+1 down and
 chunk k-1 up.  The other collectives stage in one piece (their per-rank pieces do not chunk
-alike on every rank).
+alike on every rank), and so do point-to-point messages (a send's block down before it
+starts, a receive's up when it is waited for).
 """
 from __future__ import annotations
 
@@ -117,8 +118,39 @@ class Staged(HostMetadata):
     def halo(self, send, recv, counts, op) -> None:
         self._staged("halo", send, recv, counts, op)
 
+    def send(self, send, recv, counts, op) -> None:
+        if not device.on_device(send):
+            return self.host.send(send, recv, counts, op)
+        down = self._down(send)
+        self.host.send(down, None, counts, op)
+        self.pool.give(down)
+
+    def recv(self, send, recv, counts, op) -> None:
+        if not device.on_device(recv):
+            return self.host.recv(send, recv, counts, op)
+        up = self.pool.take(recv, recv.size, recv.dtype)
+        self.host.recv(None, up, counts, op)
+        self._up(up, recv)
+
+    def _start_point_to_point(self, kind, send, recv, counts) -> Started:
+        """A send's block comes down now and its pinned copy goes back once sent; a receive
+        lands in pinned memory and goes up to ``recv`` in ``wait``."""
+        if kind == "send":
+            if not device.on_device(send):
+                return Started([self.host.start(kind, send, recv, counts, None)])
+            down = self._down(send)
+            return Started([self.host.start(kind, down, None, counts, None)],
+                           lambda: self.pool.give(down))
+        if not device.on_device(recv):
+            return Started([self.host.start(kind, send, recv, counts, None)])
+        up = self.pool.take(recv, recv.size, recv.dtype)
+        return Started([self.host.start(kind, None, up, counts, None)],
+                       lambda: self._up(up, recv))
+
     def start(self, kind, send, recv, counts, op) -> Started:
         """Copy down now, start the host collective, copy up in ``wait``."""
+        if kind in ("send", "recv"):
+            return self._start_point_to_point(kind, send, recv, counts)
         if not device.on_device(recv):
             return Started([self.host.start(kind, send, recv, counts, op)])
         down = self._down(send)

@@ -17,6 +17,10 @@ from __future__ import annotations
 from ..cost.timeline import bucket_cost, simulate
 from ..overlap.bucketing import first_readers
 
+# functions traced -> an object whose str() is a section of the bill, or None: what higher
+# layers add (mt.pipeline: each stage's timeline and its bubble)
+SECTIONS: list = []
+
 
 def _size(nbytes: float) -> str:
     if nbytes < 1024:
@@ -85,6 +89,8 @@ class Explanation:
         self.step_s = self.timeline.step_s
         self.exposed_s = sum(self.timeline.exposed.values())
         self.hidden_fraction = self.timeline.hidden_fraction
+        self.sections = [found for found in (section(traced) for section in SECTIONS)
+                         if found is not None]
 
     @staticmethod
     def _buckets(traced, timeline):
@@ -132,6 +138,8 @@ class Explanation:
                          f"{'overlapped' if r['overlapped'] else 'blocking':<10} "
                          f"{1e3 * r['comm_s']:>8.3f} {1e3 * r['start_s']:>9.3f} "
                          f"{1e3 * r['end_s']:>9.3f} {1e3 * r['exposed_s']:>10.3f}")
+        for section in self.sections:
+            lines += ["", str(section)]
         return "\n".join(lines)
 
     __repr__ = __str__

@@ -134,8 +134,12 @@ class DeviceMesh:
             return self._whole
         return self._communicators[self._dim_index(mesh_dim)]
 
-    def __getitem__(self, name: str) -> "DeviceMesh":
-        """The 1-D sub-mesh along ``name`` that holds this rank."""
+    def __getitem__(self, name) -> "DeviceMesh":
+        """The 1-D sub-mesh along ``name`` that holds this rank; ``mesh["dp", "tp"]``: the
+        sub-mesh of several dims (in the order given), a collective over the whole mesh the
+        first time (an MPI ``Cart_sub``): a pipeline stage's (dp, tp) mesh."""
+        if isinstance(name, tuple):
+            return self._submesh(tuple(self._dim_index(n) for n in name))
         dim = self._dim_index(name)
         if dim not in self._submeshes:
             group = self._groups[dim]
@@ -147,6 +151,25 @@ class DeviceMesh:
                 (self.coordinate[dim],), (mine,), mine, nodes,
             )
         return self._submeshes[dim]
+
+    def _submesh(self, dims) -> "DeviceMesh":
+        if len(dims) == 1:
+            return self[dims[0]]
+        if sorted(dims) != list(dims) or len(set(dims)) != len(dims):
+            raise ValueError(f"DeviceMesh: sub-mesh dims {dims} must be distinct and in mesh "
+                             f"order (mesh dims {self.mesh_dim_names or self.shape})")
+        if dims not in self._submeshes:
+            comm = self.comm.Sub([d in dims for d in range(self.ndim)])
+            names = None if self.mesh_dim_names is None else tuple(
+                self.mesh_dim_names[d] for d in dims)
+            pairs = tuple((self.backends[d], self._communicators[d]) for d in dims)
+            whole = _communicator(self.whole_backend, comm, self.device_type)
+            nodes = topology.sub_nodes(self.shape, self.nodes, self.coordinate, dims)
+            self._submeshes[dims] = DeviceMesh(
+                comm, tuple(self.shape[d] for d in dims), names, self.device_type,
+                tuple(self._groups[d] for d in dims), tuple(self.coordinate[d] for d in dims),
+                pairs, whole, nodes)
+        return self._submeshes[dims]
 
     def local_mesh(self) -> "DeviceMesh":
         """The one-rank mesh of this rank alone (``MPI.COMM_SELF``), on this mesh's device:

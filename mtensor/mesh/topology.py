@@ -9,6 +9,7 @@ per step, stays inside a node.
 """
 from __future__ import annotations
 
+import itertools
 import math
 from typing import Sequence, Tuple
 
@@ -45,6 +46,17 @@ def group_nodes(shape, nodes_by_position, coordinate, dim: int) -> Tuple:
     stride = math.prod(shape[dim + 1:])
     first = sum(c * math.prod(shape[d + 1:]) for d, c in enumerate(coordinate) if d != dim)
     return tuple(nodes_by_position[first + k * stride] for k in range(shape[dim]))
+
+
+def sub_nodes(shape, nodes_by_position, coordinate, dims) -> Tuple:
+    """The node of each position of this rank's sub-mesh over mesh dims ``dims`` (the other
+    coordinates fixed at this rank's), row-major over the sub-mesh."""
+    strides = [math.prod(shape[d + 1:]) for d in range(len(shape))]
+    base = sum(c * strides[d] for d, c in enumerate(coordinate) if d not in dims)
+    out = []
+    for index in itertools.product(*(range(shape[d]) for d in dims)):
+        out.append(nodes_by_position[base + sum(i * strides[d] for i, d in zip(index, dims))])
+    return tuple(out)
 
 
 def even_split(group) -> int:

@@ -24,6 +24,7 @@ import numpy as np
 
 from ..comm import guard
 from ..device.arrays import is_block
+from ..step_kinds import POINT_TO_POINT
 from .buckets import Bucket
 
 _COMPUTE, _START, _WAIT, _RUN = range(4)
@@ -214,7 +215,7 @@ class Replay:
         if guard.state.active:
             guard.state.op = f"compiled {self.name} (a bucket of {len(bucket.members)})"
             guard.before(bucket.kind, bucket.mesh_dim, bucket.global_shapes, bucket.dtype,
-                         bucket.mesh.comm, agree)
+                         bucket.mesh.comm, agree and bucket.kind not in POINT_TO_POINT)
 
 
 def _references(env, slot) -> int:

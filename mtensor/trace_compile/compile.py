@@ -29,6 +29,7 @@ from ..overlap.bucketing import plan_buckets
 from ..overlap.replay import Replay
 from ..overlap.schedule import plan_schedule
 from ..pytree import flatten, structure
+from ..step_kinds import POINT_TO_POINT
 from .graph import Graph
 from .passes import pass_names, run_passes
 from .prefetch import PrefetchOptions
@@ -197,7 +198,7 @@ class Compiled:
         graph = Graph(self.fn.__name__, tracer.nodes, len(tracer.values), tracer.consts,
                       inputs, outputs, rebuild, meshes[0] if meshes else None,
                       _nbytes(leaves), _nbytes(out_leaves), tracer.avals(),
-                      tracer.private_consts())
+                      tracer.private_consts(), tracer.notes)
         graph, reports = run_passes(graph, self.passes)
         graph, resharded = self.gathers.resharded(graph)
         seconds = agreed_seconds(graph) if self.auto else None
@@ -235,8 +236,12 @@ def moves_behind_compute(collective) -> bool:
 def agreed_seconds(graph):
     """Each node's traced compute time, the largest over the ranks (the slowest rank sets the
     pace), so that every rank chooses the same buckets; None where the ranks' graphs differ
-    in length or the collectives span several meshes (no one communicator to agree on)."""
+    in length, the collectives span several meshes (no one communicator to agree on) or
+    the graph sends point to point (each pipeline stage runs its own program), decided
+    before any communication."""
     seconds = np.array([n.seconds for n in graph.nodes], np.float64)
+    if any(n.fn.kind in POINT_TO_POINT for n in graph.collectives()):
+        return None           # a pipeline stage's: the ranks run different programs
     meshes = {id(n.fn.mesh): n.fn.mesh for n in graph.collectives()}
     if not meshes:
         return seconds.tolist()

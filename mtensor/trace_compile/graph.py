@@ -68,6 +68,8 @@ class Graph:
     output_bytes: int = 0
     avals: list = field(default_factory=list)   # slot -> the Aval of its array, or None
     private: frozenset = frozenset()   # constant slots nothing outside the graph holds
+    notes: dict = field(default_factory=dict)   # what code said of the step while traced
+    #                                             (mt.pipeline: its schedule, for explain)
 
     def collectives(self):
         return [n for n in self.nodes if n.kind == "collective"]

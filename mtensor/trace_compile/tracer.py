@@ -32,6 +32,7 @@ class Tracer:
         self.consts = {}        # slot -> constant value
         self._slot_of = {}      # id(array) -> its latest slot
         self._inputs = set()    # ids of the arguments' blocks
+        self.notes = {}         # what the traced code says of itself (Graph.notes)
 
     def _new(self, value) -> int:
         slot = len(self.values)

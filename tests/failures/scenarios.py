@@ -68,6 +68,28 @@ def thread_raises():
     x.full_tensor()
 
 
+def pipeline_stage_raises():
+    """Stage 1 raises in micro-batch 2's forward while stage 0 waits for its gradients; the
+    caller even swallows the error, yet the job ends (no exception can reach stage 0)."""
+    m = mt.init_device_mesh((2, 1), mesh_dim_names=("pp", "dp"))
+    w = mt.distribute_tensor(np.eye(3)[None].repeat(2, 0), m, [S0, R])
+    xs = [mt.distribute_tensor(np.ones((2, 3)), m, [R, R]) for _ in range(4)]
+    calls = []
+
+    def stage(p, x, where):
+        calls.append(where.index)
+        if where.index == 1 and len(calls) == 3:
+            raise ValueError("boom in stage 1: a bad layer")
+        for a in p["w"]:
+            x = x @ a
+        return x
+    pipe = mt.pipeline.value_and_grad(stage, lambda p, y, t: (y * t).sum(), m)
+    try:
+        pipe({"w": w}, xs, xs)
+    except ValueError:
+        time.sleep(60)
+
+
 def divergent_collectives():
     mt.set_checks(True)
     x = mt.distribute_tensor(np.ones((4, 4)), mesh(), [S0])
