@@ -20,6 +20,7 @@ import numpy as np
 from mpi4py import MPI
 
 from ..placement import REDUCE_OPS
+from .protocol import EvenExchange
 
 
 def _nan_op(ufunc):
@@ -121,10 +122,11 @@ class MPIHost:
             self.raw.Reduce_scatter(send, recv, list(counts), self._op(op, recv.dtype))
 
     def all_to_all(self, send, recv, counts, op) -> None:
-        # always the v-variant: a rank's own counts may be even while another's are not
-        # (data-dependent counts), and Alltoall on some ranks against Alltoallv on others hangs
-        send_counts, recv_counts = counts
-        self.raw.Alltoallv(_bytes(send, send_counts), _bytes(recv, recv_counts))
+        if type(counts) is EvenExchange:
+            self.raw.Alltoall(_bytes(send), _bytes(recv))
+        else:
+            send_counts, recv_counts = counts
+            self.raw.Alltoallv(_bytes(send, send_counts), _bytes(recv, recv_counts))
 
     def ring(self):
         """The mesh dim as a periodic 1-D cartesian communicator (made by the first halo
@@ -167,6 +169,8 @@ class MPIHost:
             if _even(counts):
                 return raw.Ireduce_scatter_block(send, recv, self._op(op, recv.dtype))
             return raw.Ireduce_scatter(send, recv, list(counts), self._op(op, recv.dtype))
+        if type(counts) is EvenExchange:
+            return raw.Ialltoall(_bytes(send), _bytes(recv))
         send_counts, recv_counts = counts
         return raw.Ialltoallv(_bytes(send, send_counts), _bytes(recv, recv_counts))
 

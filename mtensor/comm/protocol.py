@@ -7,7 +7,9 @@ methods with one uniform signature, ``(send, recv, counts, op)``, so the executo
 
 - ``counts``: None for ``all_reduce``; the element count of each rank's piece for
   ``all_gather`` and ``reduce_scatter`` (equal counts may take a faster path); the pair
-  ``(send_counts, recv_counts)`` for ``all_to_all``, and for ``halo``, where each holds two
+  ``(send_counts, recv_counts)`` for ``all_to_all`` (an ``EvenExchange`` pair when every
+  rank of the group sends and receives one equal count to and from each: ``MPI_Alltoall``
+  serves it, a plain pair takes the v-variant), and for ``halo``, where each holds two
   counts: (to/from the previous rank, to/from the next rank) of the mesh dim, a ring (the
   previous of rank 0 is the last rank; a count of 0 sends nothing); ``send`` and ``recv``
   hold the two pieces end to end, the previous rank's first; for the point-to-point kinds
@@ -61,3 +63,13 @@ class Communicator(Protocol):
     def allgather_object(self, obj) -> list: ...
 
     def barrier(self) -> None: ...
+
+
+class EvenExchange(tuple):
+    """``(send_counts, recv_counts)`` of an all-to-all that the planner knows every rank of
+    the group makes with one count per peer, the same on every rank (decided from global
+    shapes, so alike everywhere: ``MPI_Alltoall`` on some ranks against ``MPI_Alltoallv`` on
+    others would hang).  Data-dependent exchanges pass a plain pair."""
+
+    __slots__ = ()
+

@@ -15,6 +15,7 @@ import numpy as np
 
 from .. import modes
 from ..comm import guard
+from ..comm.protocol import EvenExchange
 from ..cost.model import bus_bytes
 from ..device import arrays as device
 from ..device import buffers
@@ -158,9 +159,13 @@ def _all_to_all(step: Step, b: _RankPlan):
     per_d = math.prod(mine[:d] + mine[d + 1:])
     send_counts = tuple(c * per_e for c in shard_counts(before[e], n))
     recv_counts = tuple(c * per_d for c in shard_counts(mine[d], n))
-    pack = _pack_even(before, d, e, n) if before[e] % n == 0 else _pack_uneven(before, d, e, n, send_counts)
-    return b.collective(step, step.before, _front_shape(mine, d), (send_counts, recv_counts),
-                        pack, lambda out: from_front(out, d))
+    even = before[e] % n == 0
+    pack = _pack_even(before, d, e, n) if even else _pack_uneven(before, d, e, n, send_counts)
+    # both dims split evenly: every rank of the group has this block's shape, so one count
+    # per peer everywhere (MPI_Alltoall)
+    pair = EvenExchange if even and mine[d] % n == 0 else tuple
+    return b.collective(step, step.before, _front_shape(mine, d),
+                        pair((send_counts, recv_counts)), pack, lambda out: from_front(out, d))
 
 
 def _pack_even(shape, d, e, n):

@@ -141,3 +141,35 @@ def test_public_redistribute_refuses_partial_and_bad_specs(mesh):
     other = mt.init_device_mesh((WORLD.size,) if mesh.ndim > 1 else (1, WORLD.size))
     with pytest.raises(ValueError, match="different meshes"):
         x.redistribute(other, [Replicate()] * other.ndim)
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("shape", [(12, 24), (12, 7), (5, 24)], ids=str)
+def test_all_to_all_takes_the_even_call_alike_on_every_rank(mesh, shape):
+    """S(0) -> S(1) over the last mesh dim: both dims split evenly, every rank passes
+    ``EvenExchange`` counts (MPI_Alltoall); otherwise a plain pair (Alltoallv) on every rank,
+    since one rank's counts may be even while another's are not (mixed calls hang)."""
+    from mtensor.comm import mpi_host
+    from mtensor.comm.protocol import EvenExchange
+
+    if getattr(mesh, "device_type", "cpu") != "cpu":
+        pytest.skip("the host backend's call (device legs: tested by their own backends)")
+    n = mesh.shape[-1]
+    rest = [Replicate()] * (mesh.ndim - 1)
+    full = random_array(shape, seed=4)
+    seen, original = [], mpi_host.MPIHost.all_to_all
+
+    def recording(self, send, recv, counts, op):
+        seen.append(type(counts) is EvenExchange)
+        return original(self, send, recv, counts, op)
+
+    mpi_host.MPIHost.all_to_all = recording
+    try:
+        y = dtensor_of(full, mesh, rest + [Shard(0)]).redistribute(mesh, rest + [Shard(1)])
+    finally:
+        mpi_host.MPIHost.all_to_all = original
+    even = shape[0] % n == 0 and shape[1] % n == 0
+    want = [] if n == 1 else [even]
+    every = WORLD.allgather(seen)
+    assert_all_ranks(np.array_equal(host(y.to_local()), expected_block(full, mesh, y.placements))
+                     and all(s == want for s in every), f"{every}, want {want}")
