@@ -70,12 +70,16 @@ def _wrap(result, sources):
 
 
 def _based_on(view: np.ndarray, a: np.ndarray) -> bool:
-    """Whether ``view`` is a view of ``a`` (what ``may_share_memory`` misses when empty)."""
-    while view.base is not None:
-        if view.base is a:
-            return True
-        view = view.base
-    return False
+    """Whether ``view`` is a view of ``a``'s memory (what ``may_share_memory`` misses when
+    empty; numpy points a view's base at the memory's owner, not at the view it was cut
+    from)."""
+    return view.base is not None and _owner(view) is _owner(a)
+
+
+def _owner(a: np.ndarray):
+    while isinstance(a.base, np.ndarray):
+        a = a.base
+    return a
 
 
 def new_array(a: np.ndarray, base=None) -> "ndarray":
