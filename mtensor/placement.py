@@ -53,6 +53,7 @@ REDUCE_OPS = {
     "max": ReduceOp("max", np.maximum, linear=False, idempotent=True, mpi="MAX"),
     "min": ReduceOp("min", np.minimum, linear=False, idempotent=True, mpi="MIN"),
 }
+_OP_CODES = {name: k for k, name in enumerate(REDUCE_OPS)}   # hashes alike on every rank
 
 
 # Placements compare and hash by type and field in one step (no NotImplemented round trip
@@ -68,7 +69,7 @@ class Shard:
         return type(other) is Shard and other.dim == self.dim
 
     def __hash__(self) -> int:
-        return hash(("Shard", self.dim))
+        return hash((0, self.dim))      # no str: its hash differs from process to process
 
     def __repr__(self) -> str:
         return f"S({self.dim})"
@@ -82,7 +83,7 @@ class Replicate:
         return type(other) is Replicate
 
     def __hash__(self) -> int:
-        return hash("Replicate")
+        return 1
 
     def __repr__(self) -> str:
         return "R"
@@ -98,7 +99,7 @@ class Partial:
         return type(other) is Partial and other.reduce_op == self.reduce_op
 
     def __hash__(self) -> int:
-        return hash(("Partial", self.reduce_op))
+        return hash((2, _OP_CODES[self.reduce_op]))
 
     def __post_init__(self):
         if self.reduce_op not in REDUCE_OPS:

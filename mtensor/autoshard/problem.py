@@ -142,7 +142,8 @@ def build(graph: StepGraph, model, budget: Optional[float] = None) -> Problem:
         src = provider.get(v)
         if src is None or count < 2 or items[src].kind != "op":
             continue
-        outs = [{c.output for c in per_dim} for per_dim in items[src].choices]
+        # in the choices' order (a set's would follow hashes: ranks must index alike)
+        outs = [list(dict.fromkeys(c.output for c in per_dim)) for per_dim in items[src].choices]
         if not any(isinstance(p, Partial) for dim in outs for p in dim):
             continue
         choices = [[Choice((p,), p) for p in dim_outs] +
