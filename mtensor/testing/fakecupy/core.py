@@ -58,8 +58,8 @@ def _wrap(result, sources):
         source = next((s for s in sources if s._a is result), None)
         if source is not None:
             return source
-        base = next((s for s in sources if np.may_share_memory(result, s._a)
-                     or _based_on(result, s._a)), None)
+        base = next((s for s in sources if np.may_share_memory(result, s._a) or (  # or empty
+            result.base is not None and _owner(result) is _owner(s._a))), None)
         return new_array(result, base)
     if isinstance(result, np.generic):
         return new_array(np.asarray(result))
@@ -69,17 +69,9 @@ def _wrap(result, sources):
     return result
 
 
-def _based_on(view: np.ndarray, a: np.ndarray) -> bool:
-    """Whether ``view`` is a view of ``a``'s memory (what ``may_share_memory`` misses when
-    empty; numpy points a view's base at the memory's owner, not at the view it was cut
-    from)."""
-    return view.base is not None and _owner(view) is _owner(a)
-
-
-def _owner(a: np.ndarray):
-    while isinstance(a.base, np.ndarray):
-        a = a.base
-    return a
+def _owner(a: np.ndarray) -> np.ndarray:
+    """The array owning ``a``'s memory, where numpy points a view's base (empty views too)."""
+    return _owner(a.base) if isinstance(a.base, np.ndarray) else a
 
 
 def new_array(a: np.ndarray, base=None) -> "ndarray":
