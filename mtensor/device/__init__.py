@@ -30,6 +30,4 @@ __all__ = [
     "to_device", "to_host", "ufunc_at", "xp",
 ]
 
-from .heap import keep_freed_memory
-
-keep_freed_memory()
+from . import heap  # noqa: F401,E402  (sets the heap's policy at import)

@@ -23,9 +23,12 @@ import sys
 
 import numpy as np
 
-# glibc's malloc serves requests below its mmap threshold (128 KiB by default) from the heap
-# without fresh page faults, faster than the pool's lookup (0.16 us against 0.69 us at 64 KiB)
-MIN_BYTES = 1 << 17
+from .heap import KEPT, MMAP_THRESHOLD
+
+# glibc's malloc serves requests below its mmap threshold from the heap without fresh page
+# faults, faster than the pool's lookup (0.16 us against 0.69 us at 64 KiB): 128 KiB by
+# default, 32 MiB where mtensor's heap policy holds (``heap``)
+MIN_BYTES = MMAP_THRESHOLD if KEPT else 1 << 17
 _ENABLED = platform.python_implementation() == "CPython"
 _cap = int(os.environ.get("MTENSOR_BUFFER_CACHE_MB", "1024")) << 20
 _pools: dict = {}
