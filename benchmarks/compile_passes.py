@@ -6,7 +6,7 @@ composites; the hand-written numpy + mpi4py step as the yardstick, all in one la
 
     mpiexec -n 2 python benchmarks/compile_passes.py [--reps 15 --layers 2 --d-model 128]
 
-Sides rotate; medians of the slowest rank; ratios to the hand-written step.  Rank 0 prints a
+Sides in a random order each rep; medians of the slowest rank; ratios to the hand-written step.  Rank 0 prints a
 markdown table; ``--json PATH`` also writes it (``tables.emit``).  One BLAS thread per rank.
 """
 import os

@@ -14,7 +14,7 @@ as a float.  Once before timing the losses are compared (mtensor, compiled and h
 agree to 1e-10 relative) and each side's collectives counted on one step: mtensor's (eager and
 compiled) from ``mt.CommDebugMode``, the hand-written side's by its own all-reduces, all in
 the bus-bandwidth convention (an all-reduce of S bytes on n ranks moves 2(n-1)/n*S).
-The sides rotate; medians of the slowest rank.  Rank 0 prints a markdown table;
+The sides run in a random order each rep; medians of the slowest rank.  Rank 0 prints a markdown table;
 ``--json PATH`` also writes it and the numbers behind it (``tables.emit``).
 torch is optional: without it, without ``lm_torch.py``, or with MTENSOR_BENCH_NO_TORCH=1,
 its row reads "n/a".

@@ -156,7 +156,8 @@ def train_md(results):
             "Shard(0) on tp, Replicate on dp; loss ((h - t)**2).mean(). mtensor "
             "`value_and_grad`; hand-written numpy+mpi4py (Megatron's collectives); PyTorch "
             "DTensor over gloo (`loss.backward()`, each gradient redistributed to its "
-            "parameter's placements). Sides rotate in one launch; median ms, slowest rank. "
+            "parameter's placements). Sides in a random order each rep, one launch; median ms, "
+            "slowest rank. "
             "Loss spread: max - min of the three losses.", "", *TRAIN_HEAD,
             *train_rows(runs), ""]
 

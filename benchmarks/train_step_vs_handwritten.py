@@ -10,8 +10,8 @@ all-reduce on tp in the backward and one data-parallel all-reduce per weight gra
 sides also all-reduce the scalar loss.  A third side, PyTorch DTensor over gloo (when torch
 imports and MTENSOR_BENCH_NO_TORCH is unset), runs the same ``mlp_loss`` on float64 DTensors
 with the same placements and ``loss.backward()``, each gradient then redistributed to its
-parameter's placements (the dp all-reduce).  The sides rotate, medians of the slowest rank;
-``--json PATH`` also writes them from rank 0.
+parameter's placements (the dp all-reduce).  The sides run in a random order each rep,
+medians of the slowest rank; ``--json PATH`` also writes them from rank 0.
 """
 import argparse
 import json
