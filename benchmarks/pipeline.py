@@ -27,12 +27,12 @@ step's time is the slower rank's):
   the weights replicated).
 """
 import argparse
-import json
 import os
 import time
 
 import numpy as np
 from mpi4py import MPI
+from tables import emit
 
 import mtensor as mt
 from mtensor import Replicate, Shard
@@ -145,26 +145,21 @@ def main():
             shared=simulation.simulate(schedule, costs=costs, cores=cores).bubble))
         rows[-1]["vs_unpipelined"] = rows[-1]["step_s"] / base
     if world.rank == 0:
-        print(f"{p} ranks as {p} pipeline stages of {args.layers_per_stage} layers of {d}x{d} "
-              f"float64, batch {args.batch}, {os.cpu_count()} cores; medians of "
-              f"{args.reps} steps (slower rank); unpipelined (data parallel on the same "
-              f"ranks): {1e3 * base:.1f} ms")
-        print("each stage alone, whole batch (forward, backward ms): "
-              + ", ".join(f"({1e3 * f:.1f}, {1e3 * b:.1f})" for f, b in alone))
-        print("| mode | schedule | m | step ms | bubble measured | (p-1)/(m+p-1) | simulated, the "
-              "run's action times | simulated, stages alone | the same, "
-              f"{cores} cores shared | / unpipelined |")
-        print("|---|---|---|---|---|---|---|---|---|---|")
-        for r in rows:
-            print(f"| {r['mode']} | {r['schedule']} | {r['m']} | {1e3 * r['step_s']:.1f} | "
+        lines = [f"{p} ranks as {p} pipeline stages of {args.layers_per_stage} layers of {d}x{d} "
+                 f"float64, batch {args.batch}, {os.cpu_count()} cores; medians of "
+                 f"{args.reps} steps (slower rank); unpipelined (data parallel on the same "
+                 f"ranks): {1e3 * base:.1f} ms",
+                 "each stage alone, whole batch (forward, backward ms): "
+                 + ", ".join(f"({1e3 * f:.1f}, {1e3 * b:.1f})" for f, b in alone),
+                 "| mode | schedule | m | step ms | bubble measured | (p-1)/(m+p-1) | simulated, "
+                 "the run's action times | simulated, stages alone | the same, "
+                 f"{cores} cores shared | / unpipelined |",
+                 "|---|---|---|---|---|---|---|---|---|---|"]
+        lines += [f"| {r['mode']} | {r['schedule']} | {r['m']} | {1e3 * r['step_s']:.1f} | "
                   f"{100 * r['bubble']:.1f}% | {100 * r['closed_form']:.1f}% | "
                   f"{100 * r['own_times']:.1f}% | {100 * r['simulated']:.1f}% | "
-                  f"{100 * r['shared']:.1f}% | {r['vs_unpipelined']:.2f} |")
-        if args.json:
-            with open(args.json, "w") as f:
-                json.dump(dict(config=vars(args), ranks=p, unpipelined_s=base, rows=rows), f,
-                          indent=1)
-
+                  f"{100 * r['shared']:.1f}% | {r['vs_unpipelined']:.2f} |" for r in rows]
+        emit(args.json, lines, dict(config=vars(args), ranks=p, unpipelined_s=base, rows=rows))
 
 if __name__ == "__main__":
     main()

@@ -115,7 +115,7 @@ def backward_from(recorded, seeds: dict) -> dict:
     as it would have without the nested recording."""
     tape.stop()
     modes.active.reuse = {}
-    fusion.fuse(recorded, tuple(seeds))
+    fusion.fuse(recorded, seeds)
     _backward(recorded, None, (), seeds=seeds)
     return seeds
 

@@ -81,12 +81,12 @@ for _name in RULES:
 
 def fuse(recorded, seeded=()) -> int:
     """Replace the composites among ``recorded``'s entries, in place; ``seeded``: the ids of
-    the values whose cotangents come from outside (the differentiated value).  Returns how
-    many it replaced."""
+    the values whose cotangents come from outside (the differentiated value; or a dict of
+    seeds keyed by those ids, as a nested walk has them).  Returns how many it replaced."""
     entries = recorded.entries
     view = _TapeView(entries)
     uses = Counter(id(o) for e in entries for o in e.operands)
-    uses.update(tuple(seeded))
+    uses.update(tuple(seeded))     # a dict's keys: update(dict) would add its values
     taken, replaced = set(), {}
     for i in reversed(range(len(entries))):
         entry = entries[i]

@@ -7,9 +7,8 @@ collective, which MPI libraries tune best; uneven ones the v-variant.  A halo ex
 ``Neighbor_alltoallv`` on the mesh dim's ring (one request, like the collectives; measured
 against ``Sendrecv`` pairs by ``benchmarks/halo_exchange.py``); ``send``/``recv`` are
 ``Send``/``Recv`` of raw bytes to one rank of the group (``Isend``/``Irecv`` started).
-Nonblocking calls
-(mpi4py's ``I`` calls) progress only inside MPI calls with MPICH and Open MPI, so the replay
-polls ``test_all`` between compute nodes (~0.7 us per request here).
+Nonblocking calls (mpi4py's ``I`` calls) progress only inside MPI calls with MPICH and Open
+MPI, so the replay polls ``test_all`` between compute nodes (~0.7 us per request here).
 """
 from __future__ import annotations
 

@@ -72,4 +72,3 @@ class EvenExchange(tuple):
     others would hang).  Data-dependent exchanges pass a plain pair."""
 
     __slots__ = ()
-

@@ -9,8 +9,10 @@ is faulted in and zeroed again at the next forward: about 3 ms per 16 MiB here. 
 PyTorch's caching allocator does for device memory (and jemalloc or tcmalloc, which
 ``LD_PRELOAD`` gives CPU training jobs), mtensor keeps it: blocks up to 32 MiB come from the
 heap, and the heap is never trimmed.  Measured on the GPT step of ``examples/lm_model.py``
-at one rank: eager / hand-written 1.40 -> 1.31, compiled 1.08 -> 1.05 (the hand-written step
-itself unchanged; ``benchmarks/lm_step_vs_handwritten.py``).  The process keeps its peak
+at one rank, launches alternating with ``MTENSOR_MALLOC=system`` (which also brings the
+buffer pool back down to 128 KiB): eager / hand-written 1.45-1.49 -> 1.35-1.36, the compiled
+step within noise (1.04-1.07 either way; ``benchmarks/lm_step_vs_handwritten.py --reps 15``,
+``OMP_NUM_THREADS=1``).  The process keeps its peak
 heap; ``MTENSOR_MALLOC=system`` leaves glibc's defaults.  Elsewhere than glibc nothing is
 changed.  Where the heap keeps blocks, the buffer pool (``buffers``) serves only larger ones.
 """

@@ -39,7 +39,7 @@ def _inplace(op):
     return lambda self, other: inplace.inplace(op, self, other)
 
 
-def _reflected(op, run=dispatch, cls=DTensor):
+def _reflected(op, run=dispatch):
     def reflected(self, other):
         if sys.getrefcount(self) == _TEMPORARY:
             return run(op, (other, self), temporary=self)
