@@ -23,7 +23,8 @@ from ..device import arrays as device
 from ..device import buffers
 from ..ops.windows import Window, halo_plan, reach, widened
 from ..placement import local_shape
-from .execute import Collective, from_front, to_front
+from .execute import Collective
+from .layout import from_front, to_front
 
 
 def _rows(a, dim: int, rows):

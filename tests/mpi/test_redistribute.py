@@ -173,3 +173,53 @@ def test_all_to_all_takes_the_even_call_alike_on_every_rank(mesh, shape):
     every = WORLD.allgather(seen)
     assert_all_ranks(np.array_equal(host(y.to_local()), expected_block(full, mesh, y.placements))
                      and all(s == want for s in every), f"{every}, want {want}")
+
+
+@pytest.mark.mpi
+def test_a_kept_output_buffer_is_reused_only_once_nothing_holds_it():
+    """A small collective's output buffer is kept by its bound step: a later call writes into
+    it again only when no DTensor, block or view of it is alive."""
+    if WORLD.size == 1:
+        pytest.skip("one rank: S(0) -> R runs no collective")
+    mesh = mt.init_device_mesh((WORLD.size,))
+    full = random_array((WORLD.size * 3, 4), seed=7)
+    x = dtensor_of(full, mesh, (Shard(0),))
+    first = x.redistribute(mesh, [Replicate()])
+    second = x.redistribute(mesh, [Replicate()])
+    view = second.to_local()[1:]
+    del second
+    third = x.redistribute(mesh, [Replicate()])
+    address = third.to_local().ctypes.data
+    ok = (not np.shares_memory(first.to_local(), third.to_local())
+          and not np.shares_memory(view, third.to_local())
+          and all(np.array_equal(host(y.to_local()), full) for y in (first, third))
+          and np.array_equal(view, full[1:]))
+    del third
+    fourth = x.redistribute(mesh, [Replicate()])
+    reused = fourth.to_local().ctypes.data == address
+    assert_all_ranks(ok and reused and np.array_equal(host(fourth.to_local()), full),
+                     f"ok {ok}, reused {reused}")
+
+
+@pytest.mark.mpi
+def test_eager_redistribute_plans_again_under_a_new_cost_model():
+    """The eager lane keeps what a request resolved to only while the cost model it was
+    planned under is the current one."""
+    from mtensor.cost.model import CostModel, get_cost_model, set_cost_model
+    from mtensor.dtensor import redistribution
+
+    mesh = mt.init_device_mesh((WORLD.size,))
+    x = dtensor_of(random_array((WORLD.size * 2, 3), seed=8), mesh, (Shard(0),))
+    before = get_cost_model()
+    seen = []
+    try:
+        for model in (before, CostModel(alpha=12e-6, beta=1.2e8)):
+            set_cost_model(model)
+            x.redistribute(mesh, [Replicate()])
+            (move,) = [m for (i, _), m in mt.dtensor._MOVES.items() if i == id(x._spec)
+                       and m[0] is x._spec]
+            seen.append(move[1] is model and move[2] is redistribution(
+                x._spec, (Replicate(),), mesh.cost_model())[0])
+    finally:
+        set_cost_model(before)
+    assert_all_ranks(all(seen), f"{seen}")
