@@ -50,7 +50,8 @@ class DTensor:
     # _windows: [views.stamp, {key: block}, {geom: widths}] the block widened by halo rows,
     # shared by the windowed reads (stencil slices) made while the content is unchanged,
     # and the widths read so far (decide._widened).
-    __slots__ = ("_local", "_spec", "_view", "_version", "_reduced", "_windows")
+    # _ghost: the gradient tape's stand-in for this tensor (autodiff.tape.Ghost), or None.
+    __slots__ = ("_local", "_spec", "_view", "_version", "_reduced", "_windows", "_ghost")
 
     def __init__(self, local: np.ndarray, spec: DTensorSpec):
         self._local = local
@@ -59,6 +60,7 @@ class DTensor:
         self._version = 0
         self._reduced = None
         self._windows = None
+        self._ghost = None
 
     @property
     def placements(self):

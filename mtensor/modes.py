@@ -48,7 +48,7 @@ def default_mesh(op: str, mesh=None):
 def is_tracked(value) -> bool:
     """Whether the recording tape follows ``value`` (it depends on a parameter)."""
     tape = active.tape
-    return tape is not None and id(value) in tape.tracked
+    return tape is not None and tape.follows(value)
 
 
 def count_collective(collective: str, mesh_dim: int, shape, dtype, nbytes: int,

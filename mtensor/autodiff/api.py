@@ -42,9 +42,10 @@ def _backward(recorded, value, leaves, reduce=True, seeds=None):
         for o in entry.operands:
             first_use.setdefault(id(o), i)
     complete_at = {}
+    key = recorded.key
     for leaf in leaves:
-        complete_at.setdefault(first_use.get(id(leaf), -1), []).append(leaf)
-    grads = {id(value): np.ones_like(value)} if seeds is None else seeds
+        complete_at.setdefault(first_use.get(key(leaf), -1), []).append(leaf)
+    grads = {key(value): np.ones_like(value)} if seeds is None else seeds
     done, outer = {}, modes.active.region
     modes.active.phase = "backward"
     try:
@@ -52,10 +53,10 @@ def _backward(recorded, value, leaves, reduce=True, seeds=None):
             modes.active.region = entries[i].region
             _accumulate(entries[i], grads, recorded.tracked)
             for leaf in complete_at.get(i, ()):
-                done[id(leaf)] = _gradient(leaf, grads, reduce)
+                done[id(leaf)] = _gradient(leaf, grads.get(key(leaf)), reduce)
         modes.active.region = outer
         for leaf in complete_at.get(-1, ()):
-            done[id(leaf)] = _gradient(leaf, grads, reduce)
+            done[id(leaf)] = _gradient(leaf, grads.get(key(leaf)), reduce)
     finally:
         modes.active.region, modes.active.phase = outer, "forward"
     return done
@@ -77,7 +78,7 @@ def _accumulate(entry, grads, tracked) -> None:
         g = _settled(g)
     for j in wanted:
         g = modes.active.reuse.get(id(g), (None, g))[1]  # as the last product laid it out
-        contribution = VJPS[entry.name](j, g, entry.outputs[0], entry.values, entry.params)
+        contribution = VJPS[entry.name](j, g, entry.result, entry.values, entry.params)
         key = id(entry.operands[j])
         grads[key] = contribution if key not in grads else _summed(grads.pop(key), contribution)
 
@@ -166,7 +167,7 @@ def value_and_grad(fn, argnums=0, has_aux=False, *, reduce=True, fuse=True):
             _check_value(value)
             tape.stop()
             if fuse:
-                fusion.fuse(recorded, (id(value),))
+                fusion.fuse(recorded, (recorded.key(value),))
             modes.active.reuse = {}
             grads = _backward(recorded, value, leaves, reduce)
         finally:
@@ -215,10 +216,9 @@ def pending(grad_placements, param_placements) -> tuple:
                  for g, p in zip(grad_placements, param_placements))
 
 
-def _gradient(leaf, grads, reduce=True):
-    """The leaf's gradient laid out like the leaf (zeros where it was not used), or with its
-    sums pending (``reduce=False``)."""
-    g = grads.get(id(leaf))
+def _gradient(leaf, g, reduce=True):
+    """The leaf's gradient ``g`` laid out like the leaf (zeros where it was not used: None),
+    or with its sums pending (``reduce=False``)."""
     if g is None:
         return np.zeros_like(leaf)
     if g.dtype != leaf.dtype:

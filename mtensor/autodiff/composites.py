@@ -53,6 +53,12 @@ def logsumexp(b, dy, out, wanted):
     return {"x": dy * (b["e"] / b["s"])}
 
 
+# composite -> the bindings whose values its rule reads (the tape must have kept them; the
+# others it reads for shapes at most); softmax reads its output (p) too
+READS = {"layer_norm": ("xhat", "g", "rstd", "std"), "gelu": ("x", "t"), "softmax": (),
+         "logsumexp": ("e", "s")}
+READS_OUTPUT = {"softmax"}
+
 # composite -> (rule, its differentiable inputs)
 RULES = {
     "layer_norm": (layer_norm, ("x", "g", "b")),

@@ -37,7 +37,7 @@ class custom_vjp:
         tape = modes.active.tape
         per_arg = [flatten(a)[0] for a in args]
         leaves = [leaf for tree in per_arg for leaf in tree if type(leaf) is DTensor]
-        if tape is None or not any(id(leaf) in tape.tracked for leaf in leaves):
+        if tape is None or not any(tape.follows(leaf) for leaf in leaves):
             return self.fun(*args)
         if self.fwd is None:
             raise TypeError(f"custom_vjp({self.fun.__name__}): call defvjp(fwd, bwd) before "

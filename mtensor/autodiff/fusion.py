@@ -19,8 +19,8 @@ import numpy as np
 from ..dtensor import DTensor
 from ..fusion.match import match
 from ..fusion.patterns import PATTERNS, ROOT_OPS
-from .composites import RULES
-from .tape import VJPS, Entry
+from .composites import READS, READS_OUTPUT, RULES
+from .tape import VJPS, Entry, Ghost
 
 
 class _TapeView:
@@ -85,6 +85,7 @@ def fuse(recorded, seeded=()) -> int:
     seeds keyed by those ids, as a nested walk has them).  Returns how many it replaced."""
     entries = recorded.entries
     view = _TapeView(entries)
+    held = _held(recorded)
     uses = Counter(id(o) for e in entries for o in e.operands)
     uses.update(tuple(seeded))     # a dict's keys: update(dict) would add its values
     taken, replaced = set(), {}
@@ -96,13 +97,13 @@ def fuse(recorded, seeded=()) -> int:
             m = match(pattern, entry.outputs[0], view, uses.__getitem__)
             if m is None or taken.intersection(m.records):
                 continue
-            composite = _composite(name, m, recorded.tracked)
+            composite = _composite(name, m, recorded.tracked, held, entry.result)
             if composite is None:
                 continue
             taken.update(m.records)
             operands = tuple(m.bound[k] for k in composite.inputs)
             replaced[i] = Entry(name, operands, operands, (composite,), entry.outputs,
-                                entry.region)
+                                entry.region, entry.result)
             break
     if replaced:
         recorded.entries = [replaced.get(i, e) for i, e in enumerate(entries)
@@ -110,19 +111,37 @@ def fuse(recorded, seeded=()) -> int:
     return len(replaced)
 
 
-def _composite(name, m, tracked):
+def _held(recorded) -> dict:
+    """The values the tape keeps, by the id of the ghost that stands for each: what a
+    composite's rule may read."""
+    held = {id(recorded.ghost(leaf)): leaf for leaf in recorded.leaves}
+    for e in recorded.entries:
+        for o, v in zip(e.operands, e.values):
+            if type(o) is Ghost and type(v) is DTensor:
+                held[id(o)] = v
+        if type(e.result) is DTensor:
+            held[id(e.outputs[0])] = e.result
+    return held
+
+
+def _composite(name, m, tracked, held, out):
     """The composite of a match, or None when its rule does not apply: a followed input the
-    rule does not differentiate (a shift that is not a constant), complex values, or
-    np.var's divisor other than the axis' length (``ddof``)."""
-    _, differentiable = RULES[name]
+    rule does not differentiate (a shift that is not a constant), complex values, np.var's
+    divisor other than the axis' length (``ddof``), or a value its rule reads that the tape
+    did not keep.  Its bindings are the kept values; its inputs' ghosts route cotangents."""
+    rule, differentiable = RULES[name]
     bound = m.bound
-    if any(type(bound[k]) is DTensor and id(bound[k]) in tracked
+    if any(type(bound[k]) is Ghost and id(bound[k]) in tracked
            for k in m.inputs if k not in differentiable):
         return None
-    if any(type(v) is DTensor and v.dtype.kind == "c" for v in bound.values()):
+    if any(type(v) in (DTensor, Ghost) and v.dtype.kind == "c" for v in bound.values()):
         return None
     if "n" in bound and bound["n"] != bound["x"].shape[bound["axis"]]:
         return None
+    values = {k: held.get(id(v), v) if type(v) is Ghost else v for k, v in bound.items()}
+    if any(type(values.get(k)) is Ghost for k in READS[name]) or (
+            name in READS_OUTPUT and type(out) is not DTensor):
+        return None
     inputs = tuple(k for k in differentiable
-                   if type(bound.get(k)) is DTensor and id(bound[k]) in tracked)
-    return Composite(name, bound, inputs)
+                   if type(bound.get(k)) is Ghost and id(bound[k]) in tracked)
+    return Composite(name, values, inputs)

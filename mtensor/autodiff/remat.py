@@ -58,7 +58,7 @@ def remat(fn: Callable) -> Callable:
         recording = modes.active.tape
         leaves, rebuild = flatten((args, kwargs))
         at = [i for i, leaf in enumerate(leaves) if type(leaf) is DTensor]
-        if recording is None or not any(id(leaves[i]) in recording.tracked for i in at):
+        if recording is None or not any(recording.follows(leaves[i]) for i in at):
             return fn(*args, **kwargs)
         modes.active.tape = None
         try:
@@ -70,7 +70,7 @@ def remat(fn: Callable) -> Callable:
         outs = [np.copy(o) if id(o) in inputs else o for o in outs]   # its own id for each
         operands = tuple({id(leaves[i]): leaves[i] for i in at}.values())   # each once
         call = _Call(name, fn, tuple(leaves), rebuild,
-                     tuple(id(o) in recording.tracked for o in operands))
+                     tuple(recording.follows(o) for o in operands))
         recording.push("remat", operands, (call,), tuple(outs))
         return build(outs)
     return rematerialised
@@ -135,10 +135,12 @@ def _recompute(call: _Call, operands, cotangents) -> list:
                                f"function must be pure (the same structure every call)")
         seeds: dict = {}
         for o, c in zip(outs, cotangents):
-            if c is not None and id(o) in inner.tracked:
-                seeds[id(o)] = c if id(o) not in seeds else seeds[id(o)] + c
+            if c is not None and inner.follows(o):
+                k = inner.key(o)
+                seeds[k] = c if k not in seeds else seeds[k] + c
         left = api.backward_from(inner, seeds)
-    return {j: left.get(id(o)) for j, (o, f) in enumerate(zip(operands, call.followed)) if f}
+    return {j: left.get(inner.key(o)) for j, (o, f) in enumerate(zip(operands, call.followed))
+            if f}
 
 
 VJPS["remat"] = _remat_vjp

@@ -9,9 +9,10 @@ gradient is never silently missing a term.
 """
 from __future__ import annotations
 
+import weakref
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Dict, List, Set, Tuple
+from typing import Dict, List, Optional, Set, Tuple
 
 from .. import modes, views
 from ..device.arrays import is_block
@@ -19,7 +20,7 @@ from ..dtensor import DTensor
 from ..placement import Replicate, reduced
 from ..pytree import flatten
 from ..spec import DTensorSpec, check_placements
-from . import vjps, vjps_numpy
+from . import residuals, vjps, vjps_numpy
 
 # op name -> vjp(j, cotangent, output, operands, params): the cotangent of operand j; the
 # escape hatches (blocks, custom_vjp, local_map) add theirs
@@ -34,11 +35,51 @@ JOINT = {"remat"}
 @dataclass
 class Entry:
     name: str
-    operands: tuple      # as passed: their ids receive the gradients
-    values: tuple        # as the op used them (same values, maybe another layout)
-    params: tuple
-    outputs: Tuple
+    operands: tuple      # as passed, followed ones as their ghosts: their ids take gradients
+    values: tuple        # as the op used them (maybe another layout), where its rule reads
+    params: tuple        # them; elsewhere as ``operands`` holds them
+    outputs: Tuple       # ghosts
     region: str          # the debug.region it ran in: its gradient runs there too
+    result: object = None  # the output as the rule reads it: the value, or its ghost
+
+
+class Ghost:
+    """A followed DTensor as the tape holds it: its identity (the key of its cotangent) and
+    its spec (shape, dtype, layout), not its block; entries keep the value itself only
+    where a gradient rule reads it (``residuals``), so the forward's temporaries are freed
+    as they would be without a tape.  A DTensor keeps its ghosts, one per live tape that
+    follows it (a pipeline's micro-batches each record one), newest first; each names its
+    tape weakly, so a parameter's ghost does not keep a finished step's values alive."""
+
+    __slots__ = ("tape", "_spec", "prev")
+
+    def __init__(self, tape, spec, prev):
+        self.tape, self._spec, self.prev = weakref.ref(tape), spec, prev
+
+    shape = property(lambda self: self._spec.shape)
+    ndim = property(lambda self: len(self._spec.shape))
+    dtype = property(lambda self: self._spec.dtype)
+    placements = property(lambda self: self._spec.placements)
+    device_mesh = property(lambda self: self._spec.mesh)
+
+    def __repr__(self) -> str:
+        return f"Ghost({self._spec})"
+
+
+def _ghost_on(x, tape) -> Optional[Ghost]:
+    g = x._ghost
+    while g is not None and g.tape() is not tape:
+        g = g.prev
+    return g
+
+
+def _live(g) -> Optional[Ghost]:
+    """The chain from ``g`` with the ghosts of finished tapes left out."""
+    while g is not None and g.tape() is None:
+        g = g.prev
+    if g is not None:
+        g.prev = _live(g.prev)
+    return g
 
 
 class Tape:
@@ -47,13 +88,32 @@ class Tape:
 
     def __init__(self, leaves):
         self.entries: List[Entry] = []
-        self.tracked: Set[int] = {id(leaf) for leaf in leaves}
         self.leaves = tuple(leaves)      # held_bytes leaves their blocks out
+        self.tracked: Set[int] = {id(self.ghost(leaf)) for leaf in leaves}
+
+    def ghost(self, x: DTensor) -> Ghost:
+        """``x``'s ghost on this tape (made on first sight, kept by ``x``)."""
+        g = _ghost_on(x, self)
+        if g is None:
+            g = x._ghost = Ghost(self, x._spec, _live(x._ghost))
+        return g
+
+    def follows(self, x) -> bool:
+        """Whether ``x`` depends on a parameter."""
+        if type(x) is not DTensor or x._ghost is None:
+            return False
+        g = _ghost_on(x, self)
+        return g is not None and id(g) in self.tracked
+
+    def key(self, x) -> int:
+        """The id ``x``'s cotangent goes by: its ghost's where followed."""
+        g = _ghost_on(x, self) if type(x) is DTensor else None
+        return id(x) if g is None else id(g)
 
     def push(self, name: str, operands, params, out, values=None) -> None:
         """Keep ``name`` applied to ``operands`` if it depends on a parameter."""
-        tracked = self.tracked
-        if not any(id(o) in tracked for o in operands):
+        followed = [j for j, o in enumerate(operands) if self.follows(o)]
+        if not followed:
             return
         outputs = out if isinstance(out, tuple) else (out,)
         if name in ZERO_DERIVATIVE or not any(o.dtype.kind in "fc" for o in outputs):
@@ -62,11 +122,14 @@ class Tape:
             raise TypeError(f"value_and_grad: {name} has no gradient rule in mtensor; compute "
                             f"it outside the differentiated function or express it with "
                             f"other ops")
-        for o in outputs:
-            tracked.add(id(o))
-        operands = tuple(operands)
-        self.entries.append(Entry(name, operands, operands if values is None
-                                  else tuple(values), params, outputs, modes.active.region))
+        held = tuple(self.ghost(o) if j in followed else o for j, o in enumerate(operands))
+        ghosts = tuple(self.ghost(o) for o in outputs)
+        self.tracked.update(id(g) for g in ghosts)
+        used = tuple(operands) if values is None else tuple(values)
+        read, reads_out = residuals.reads(name, followed, len(held))
+        kept = tuple(used[k] if k in read else held[k] for k in range(len(held)))
+        self.entries.append(Entry(name, held, kept, params, ghosts, modes.active.region,
+                                  outputs[0] if reads_out else ghosts[0]))
 
     def held_bytes(self) -> int:
         """Bytes of the distinct arrays the entries keep for the backward pass (the
@@ -75,7 +138,7 @@ class Tape:
         (their owner keeps them whatever the tape does).  ``mt.debug.tape_bytes`` reads it."""
         seen, total = {id(_root(leaf._local)) for leaf in self.leaves}, 0
         for entry in self.entries:
-            for x in (*entry.values, *entry.outputs, *flatten(entry.params)[0]):
+            for x in (*entry.values, entry.result, *flatten(entry.params)[0]):
                 block = x._local if type(x) is DTensor else x if is_block(x) else None
                 root = None if block is None else _root(block)
                 if root is not None and id(root) not in seen:

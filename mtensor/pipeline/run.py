@@ -133,13 +133,13 @@ class StepRun:
         chunk = action.stage // self.schedule.ranks
         _, followed = self.views[chunk]
         seed = np.ones_like(out) if cotangent is None else cotangent
-        done, left = walk_back(recorded, {id(out): seed}, followed, reduce=False)
+        done, left = walk_back(recorded, {recorded.key(out): seed}, followed, reduce=False)
         grads = [done[id(leaf)] for leaf in followed]
         total = self.totals[chunk]
         self.totals[chunk] = grads if total is None else [t + g for t, g in zip(total, grads)]
         if action.stage == 0:
             return None
-        dx = left.get(id(x))
+        dx = left.get(recorded.key(x))
         return np.zeros_like(x) if dx is None else dx
 
     def _fail(self, action, error) -> None:

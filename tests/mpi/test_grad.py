@@ -30,6 +30,9 @@ CASES = {  # name: (function of the arrays, arrays); the function works on numpy
                                        axis=1).sum(axis=1) + np.stack([a, a], 0)[1, 2:5, 1:].sum()
               + np.broadcast_to(a[:, :1], (7, 5)).sum(axis=1).sum() + a[::-2, 3].sum(), A),
     "astype_copy": (lambda a: (a.astype(np.float32).astype(np.float64) * 0 + a.copy()) ** 3, A),
+    # the rest of the rules the tape keeps no operand for (autodiff.residuals)
+    "residual_free": (lambda a: np.roll(np.squeeze(a[None]), 1, axis=0) * np.reciprocal(a * a + 1)
+                      + np.expm1(a / 4) - (-a) + (+a) + np.stack([a, a]).sum(axis=0), A),
 }
 
 
