@@ -129,7 +129,7 @@ def _composite(name, m, tracked, held, out):
     rule does not differentiate (a shift that is not a constant), complex values, np.var's
     divisor other than the axis' length (``ddof``), or a value its rule reads that the tape
     did not keep.  Its bindings are the kept values; its inputs' ghosts route cotangents."""
-    rule, differentiable = RULES[name]
+    _, differentiable = RULES[name]
     bound = m.bound
     if any(type(bound[k]) is Ghost and id(bound[k]) in tracked
            for k in m.inputs if k not in differentiable):

@@ -35,12 +35,16 @@ JOINT = {"remat"}
 @dataclass
 class Entry:
     name: str
-    operands: tuple      # as passed, followed ones as their ghosts: their ids take gradients
-    values: tuple        # as the op used them (maybe another layout), where its rule reads
-    params: tuple        # them; elsewhere as ``operands`` holds them
-    outputs: Tuple       # ghosts
-    region: str          # the debug.region it ran in: its gradient runs there too
-    result: object = None  # the output as the rule reads it: the value, or its ghost
+    # operands: as passed, the followed ones as their ghosts (their ids take the gradients);
+    # values: as the op used them (maybe in another layout) where its rule reads them, else
+    # as ``operands`` holds them; outputs: ghosts; region: the debug.region it ran in (its
+    # gradient runs there too); result: the output as the rule reads it, value or ghost
+    operands: tuple
+    values: tuple
+    params: tuple
+    outputs: Tuple
+    region: str
+    result: object = None
 
 
 class Ghost:
