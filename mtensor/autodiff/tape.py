@@ -79,11 +79,18 @@ def _ghost_on(x, tape) -> Optional[Ghost]:
 
 def _live(g) -> Optional[Ghost]:
     """The chain from ``g`` with the ghosts of finished tapes left out."""
-    while g is not None and g.tape() is None:
+    head = last = None
+    while g is not None:
+        if g.tape() is not None:
+            if last is None:
+                head = g
+            else:
+                last.prev = g
+            last = g
         g = g.prev
-    if g is not None:
-        g.prev = _live(g.prev)
-    return g
+    if last is not None:
+        last.prev = None
+    return head
 
 
 class Tape:
@@ -101,6 +108,10 @@ class Tape:
         if g is None:
             g = x._ghost = Ghost(self, x._spec, _live(x._ghost))
         return g
+
+    def ghost_of(self, x) -> Optional[Ghost]:
+        """``x``'s ghost on this tape, or None (a value it never saw)."""
+        return _ghost_on(x, self) if type(x) is DTensor else None
 
     def follows(self, x) -> bool:
         """Whether ``x`` depends on a parameter."""

@@ -28,8 +28,25 @@ from .plan import Step, plan_redistribute
 # A small collective's output buffer is kept by its bound step and used again once its
 # DTensor is gone: memory MPI just wrote is still in cache, a fresh allocation's is not (raw
 # Allgather of 64 KiB at 2 ranks: 10.4 us into one buffer, 12.0 us into np.empty each call).
-# At most one buffer per bound step, of at most this size.
+# At most one buffer per bound step, of at most KEEP_BYTES, and KEEP_BUDGET in all.
 KEEP_BYTES = 64 << 10
+KEEP_BUDGET = 64 << 20
+_kept = [0]
+
+
+def _free_count() -> int:
+    """What ``sys.getrefcount`` reads, in ``Collective.__call__``, of a spare that nothing but
+    its slot holds (the slot, the local name, the argument): measured, not assumed, so it
+    follows the interpreter."""
+    class Slot:
+        __slots__ = ("spare",)
+    slot = Slot()
+    slot.spare = np.empty(1)
+    recv = slot.spare
+    return sys.getrefcount(recv)
+
+
+_FREE = _free_count()
 
 
 class Collective:
@@ -54,16 +71,26 @@ class Collective:
     def __call__(self, local: np.ndarray) -> np.ndarray:
         if self.unpooled and type(local) is np.ndarray:     # small host block: numpy's own
             recv = self.spare       # free again once nothing but this slot holds it
-            if recv is None or sys.getrefcount(recv) > 3:   # the slot, recv, the argument
+            if recv is None or sys.getrefcount(recv) != _FREE:
                 recv = np.empty(self.recv_shape, self.dtype)
                 if self.keeps:
-                    self.spare = recv
+                    self.keep(recv)
         else:
             recv = device.empty(self.recv_shape, self.dtype, like=local)
         self.run(self.prepare(local), recv, self.counts, self.op)
         if modes.active.counters:
             self.count()
         return self.finish(recv)
+
+    def keep(self, recv) -> None:
+        """Keep ``recv`` as this step's spare output buffer, within the processes' budget
+        (a step that finds it spent keeps none from then on)."""
+        if self.spare is None:
+            if _kept[0] + recv.nbytes > KEEP_BUDGET:
+                self.keeps = False
+                return
+            _kept[0] += recv.nbytes
+        self.spare = recv
 
     def count(self, nbytes=None) -> None:
         """Report this collective to the active CommDebugModes."""

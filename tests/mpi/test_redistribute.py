@@ -223,3 +223,19 @@ def test_eager_redistribute_plans_again_under_a_new_cost_model():
     finally:
         set_cost_model(before)
     assert_all_ranks(all(seen), f"{seen}")
+
+
+@pytest.mark.mpi
+def test_kept_output_buffers_stay_within_their_budget(monkeypatch):
+    from mtensor.redistribute import execute
+
+    if WORLD.size == 1:
+        pytest.skip("one rank: S(0) -> R runs no collective")
+    mesh = mt.init_device_mesh((WORLD.size,))
+    monkeypatch.setattr(execute, "KEEP_BUDGET", execute._kept[0])   # spent
+    x = dtensor_of(random_array((WORLD.size * 5, 3), seed=9), mesh, (Shard(0),))
+    y = x.redistribute(mesh, [Replicate()])
+    (step,) = mt.dtensor._MOVES[(id(x._spec), (Replicate(),))][2]._runs
+    assert_all_ranks(step.spare is None and not step.keeps
+                     and np.array_equal(host(y.to_local()), host(x.full_tensor())),
+                     f"spare {step.spare is not None}, keeps {step.keeps}")

@@ -63,3 +63,32 @@ def test_two_live_tapes_each_route_their_own_cotangents(mesh):
 
 def test_the_residual_table_names_ops_with_rules():
     assert set(residuals.READS) <= set(VJPS)
+
+
+@pytest.mark.mpi
+def test_a_write_through_a_view_into_a_parameter_an_op_read_is_refused(mesh):
+    """The parameter is held as a ghost (the product reads only the constant), yet writing
+    into its storage through a view made beforehand is still refused, as it was when the
+    tape held the parameter itself."""
+    w = mt.distribute_tensor(np.ones((4, 3)), mesh, [mt.Replicate()] * mesh.ndim)
+    c = mt.distribute_tensor(np.full((4, 3), 2.0), mesh, [mt.Replicate()] * mesh.ndim)
+    view = w[0:2]
+
+    def f(w):
+        a = (w * c).sum()
+        view[...] = 5.0
+        return a + (w * w).sum()
+    with pytest.raises(TypeError, match="writes in place into a DTensor the gradient"):
+        mt.value_and_grad(f)(w)
+
+
+@pytest.mark.mpi
+def test_many_live_tapes_follow_one_tensor(mesh):
+    from mtensor.autodiff import tape
+
+    w = mt.distribute_tensor(np.ones((2, 2)), mesh, [mt.Replicate()] * mesh.ndim)
+    tapes = [tape.Tape([w]) for _ in range(3000)]
+    assert all(t.follows(w) for t in tapes[::500])
+    del tapes
+    gc.collect()
+    assert tape.Tape([w]).follows(w) and w._ghost.prev is None

@@ -51,9 +51,17 @@ def check_write(op: str, target, *values) -> None:
 
 
 def _saved(target) -> bool:
+    """Whether an op the tape recorded read ``target``'s storage: its owner or a view of it
+    among the entries' values, or the owner's ghost (a followed value no rule reads)."""
+    tape = modes.active.tape
     base = views.owner(target)
-    return any(type(v) is DTensor and views.owner(v) is base
-               for entry in modes.active.tape.entries for v in entry.operands + entry.values)
+    ghost = tape.ghost_of(base)
+
+    def reads(v) -> bool:
+        if type(v) is DTensor:
+            return views.owner(v) is base
+        return ghost is not None and v is ghost
+    return any(reads(v) for entry in tape.entries for v in entry.operands + entry.values)
 
 
 class _Whole:
