@@ -30,27 +30,41 @@ def dispatch(name: str, operands, params=(), cache: bool = True, keep=None, temp
         _sync(operands)
     seen = read_forms(operands) if reduced.count else operands
     decision = decision_for(name, seen, params) if cache else decide(name, seen, params)
-    if temporary is not None and _into_temporary(name, seen, decision, temporary):
-        return temporary
+    if temporary is not None:
+        out = _into_temporary(name, operands, seen, params, decision, temporary)
+        if out is not None:
+            return out
     return run_decision(name, operands, params, decision, keep, seen)
 
 
-def _into_temporary(name, operands, decision, temporary) -> bool:
+def _into_temporary(name, operands, seen, params, decision, temporary):
     """Run ``decision`` writing its result into ``temporary``'s block (numpy's temporary
-    elision), where that changes nothing anyone sees: no tape, tracer or plan recording,
-    the result laid out and typed as the temporary, its block its own (no view, no twin).
-    The same kernel on the same blocks: the bits are the fresh result's."""
+    elision) and return the result, where that changes nothing anyone sees: no tracer or
+    plan recording, the result laid out and typed as the temporary, its block its own (no
+    view, no twin); None, having done nothing, elsewhere.  The same kernel on the same
+    blocks: the bits are the fresh result's.  While a tape records, only where the op's
+    gradient rule does not read the temporary's value (the tape keeps no other reference
+    to it: ``autodiff.residuals``) and every operand is used as it is; the result is then a
+    new DTensor on the block, a value of its own to the tape."""
     active = modes.active
-    if (decision.into is None or decision.nout != 1 or active.tape is not None
+    tape = active.tape
+    if (decision.into is None or decision.nout != 1
             or active.tracer is not None or active.autoshard is not None
             or temporary._view is not None or temporary._reduced is not None
             or decision.placements != temporary._spec.placements
             or decision.shape != temporary._spec.shape or not _owned(temporary._local)
-            or not all(_keeps_dtype(o, temporary.dtype) for o in operands)):
-        return False
-    decision.into(*_blocks(name, operands, decision), temporary._local)
-    temporary._version += 1
-    return True
+            or not _keeps_dtype(name, seen, temporary.dtype)):
+        return None
+    if tape is not None and (any(decision.prepare) or not tape.may_overwrite(
+            name, operands, [k for k, o in enumerate(operands) if o is temporary])):
+        return None
+    decision.into(*_blocks(name, seen, decision), temporary._local)
+    if tape is None:
+        temporary._version += 1
+        return temporary
+    out = DTensor(temporary._local, temporary._spec)
+    tape.push(name, operands, params, out, seen)
+    return out
 
 
 def _owned(block) -> bool:
@@ -58,14 +72,43 @@ def _owned(block) -> bool:
     return block.base is None and sys.getrefcount(block) == _HELD_BY_ONE
 
 
-def _keeps_dtype(operand, dtype) -> bool:
-    """Whether an operand leaves an arithmetic result in ``dtype`` (Python scalars are weak:
-    an int or float leaves a float dtype as it is)."""
+def _keeps_dtype(name, operands, dtype) -> bool:
+    """Whether the ufunc ``name`` gives ``dtype`` on these operands' types (the temporary's
+    block must be able to hold the result as it is: ``abs`` of a complex array is real, an
+    integer division is a float, ``isnan`` is boolean)."""
+    key = (name, dtype, tuple(_type_of(o) for o in operands))
+    keeps = _KEEPS.get(key)
+    if keeps is None:
+        keeps = _KEEPS[key] = _result_type(name, key[2]) == dtype
+    return keeps
+
+
+def _type_of(operand):
     if type(operand) is DTensor or is_block(operand):
-        return operand.dtype == dtype
-    if type(operand) in (int, float):
-        return dtype.kind in "fc"
-    return False
+        return "array", operand.dtype
+    if isinstance(operand, np.generic):
+        return "scalar", operand.dtype
+    return "python", type(operand)
+
+
+def _result_type(name, types):
+    """The dtype numpy's ``name`` gives on operands of ``types`` (weak Python scalars,
+    strong numpy ones), or None where it is not a ufunc or refuses them."""
+    ufunc = getattr(np, name, None)
+    if not isinstance(ufunc, np.ufunc) or ufunc.nout != 1 or ufunc.nin != len(types):
+        return None
+    args = [np.ones(1, t) if kind == "array" else np.dtype(t).type(1) if kind == "scalar"
+            else t(1) if t in (bool, int, float, complex) else None for kind, t in types]
+    if any(a is None for a in args):
+        return None
+    try:
+        with np.errstate(all="ignore"):
+            return ufunc(*args).dtype
+    except (TypeError, ValueError):
+        return None
+
+
+_KEEPS: dict = {}
 
 
 def read_forms(operands, keep=None) -> tuple:

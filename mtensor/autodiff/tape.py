@@ -146,6 +146,15 @@ class Tape:
         self.entries.append(Entry(name, held, kept, params, ghosts, modes.active.region,
                                   outputs[0] if reads_out else ghosts[0]))
 
+    def may_overwrite(self, name: str, operands, at) -> bool:
+        """Whether ``name``'s result may be written over its operands at positions ``at``
+        (eager temporary elision): no rule the tape would keep reads their values."""
+        followed = [j for j, o in enumerate(operands) if self.follows(o)]
+        if not followed:
+            return True
+        read, _ = residuals.reads(name, followed, len(operands))
+        return not any(k in read for k in at)
+
     def held_bytes(self) -> int:
         """Bytes of the distinct arrays the entries keep for the backward pass (the
         operands as used, the outputs, residuals among the params), each counted once by

@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import builtins
+import sys
 
 import numpy as np
 
@@ -89,8 +90,45 @@ def array_function(self, func, types, args, kwargs):
     return handler(*args, **kwargs)
 
 
-def array_ufunc(self, ufunc, method, *inputs, **kwargs):
+def _ufunc(ufunc, method, inputs, kwargs):
     route = user_rules.ROUTES.get(ufunc) if method == "__call__" else None
     if route is not None:
         return dispatch(*route.split(inputs, kwargs))   # name, operands, params, cache
     return apply_ufunc(ufunc, method, inputs, kwargs)
+
+
+def _array_ufunc(run, other=_ufunc):
+    def array_ufunc(self, ufunc, method, *inputs, **kwargs):
+        # np.exp(a - m): the operand is a temporary, whose block may take the result
+        # (``dispatch``'s temporary elision; ``_TEMPORARY`` is this path's count, measured)
+        if (len(inputs) == 1 and method == "__call__" and not kwargs and ufunc.nout == 1
+                and ufunc not in user_rules.ROUTES and sys.getrefcount(self) == _TEMPORARY):
+            return run(ufunc.__name__, inputs, temporary=self)
+        return other(ufunc, method, inputs, kwargs)
+    return array_ufunc
+
+
+def _measure_temporary() -> int:
+    """The reference count ``array_ufunc`` sees for an operand nothing but the call holds:
+    the count at which ``np.negative(Probe())`` is told a temporary and a named operand is
+    not, found through that same function (numpy and the interpreter count differently)."""
+    global _TEMPORARY
+    told = []
+
+    class Probe:
+        __array_ufunc__ = _array_ufunc(lambda name, inputs, temporary: told.append(True),
+                                       lambda ufunc, method, inputs, kwargs: told.append(False))
+
+    named = Probe()
+    for count in range(1, 16):
+        _TEMPORARY, told[:] = count, []
+        np.negative(Probe())
+        np.negative(named)
+        if told == [True, False]:
+            return count
+    raise RuntimeError("numpy.protocols: cannot tell a temporary operand on this interpreter")
+
+
+_TEMPORARY = 0
+_TEMPORARY = _measure_temporary()
+array_ufunc = _array_ufunc(dispatch)

@@ -1,0 +1,81 @@
+"""Eager temporary elision (``dispatch._into_temporary``): an op on a temporary DTensor
+writes its result into the temporary's block, as numpy does for its own temporaries, where
+nobody can tell: never into a named value, never where the result's dtype differs, and
+under a gradient tape only where no rule reads the temporary's value."""
+import numpy as np
+import pytest
+from mpi_helpers import assert_all_ranks, host
+
+import mtensor as mt
+
+FULL = np.linspace(-1.0, 1.0, 24).reshape(6, 4)
+
+
+def _x(mesh, full=FULL):
+    return mt.distribute_tensor(full, mesh, [mt.Shard(0)] + [mt.Replicate()] * (mesh.ndim - 1))
+
+
+def _address(x) -> int:
+    """Where ``x``'s block starts, on the host or a (fake) device."""
+    block = x._local
+    ptr = getattr(getattr(block, "data", None), "ptr", None)     # CuPy's device address
+    return block.__array_interface__["data"][0] if ptr is None else ptr
+
+
+def _temporary(make, where):
+    """``make()``, its block's address noted in ``where`` (no reference kept)."""
+    t = make()
+    where.append(_address(t))
+    return t
+
+
+@pytest.mark.mpi
+def test_ops_on_a_temporary_write_into_its_block_and_a_named_value_is_never_written(mesh):
+    x = _x(mesh)
+    seen = []
+    y = np.exp(_temporary(lambda: x * 2.0, seen))          # a unary ufunc
+    z = _temporary(lambda: x - 1.0, seen) * 3.0            # an operator
+    named = x * 2.0
+    w = np.exp(named) + named
+    empty = not x.to_local().size          # an empty block: numpy may place it anywhere
+    ok = (np.allclose(host(y), np.exp(FULL * 2)) and np.allclose(host(z), (FULL - 1) * 3)
+          and np.allclose(host(named), FULL * 2)
+          and np.allclose(host(w), np.exp(FULL * 2) + FULL * 2)
+          and (empty or [_address(y), _address(z)] == seen))
+    assert_all_ranks(ok, "elision wrote where it should not, or not where it should")
+
+
+@pytest.mark.mpi
+def test_a_result_of_another_dtype_gets_its_own_block(mesh):
+    """abs of a complex temporary is real, an integer division a float, isnan boolean,
+    float32 with a numpy float64 scalar float64: each as numpy gives it."""
+    c = _x(mesh, FULL + 2j * FULL)
+    i = _x(mesh, np.arange(24).reshape(6, 4))
+    f = _x(mesh, FULL.astype(np.float32))
+    cases = [(abs(c * 1), abs((FULL + 2j * FULL) * 1)),
+             ((i * 1) / i.__add__(1), (np.arange(24).reshape(6, 4) * 1)
+              / (np.arange(24).reshape(6, 4) + 1)),
+             (np.isnan(c * 1), np.isnan((FULL + 2j * FULL) * 1)),
+             ((f * 1) + np.float64(2.5), FULL.astype(np.float32) * 1 + np.float64(2.5))]
+    bad = [k for k, (got, want) in enumerate(cases)
+           if got.dtype != want.dtype or not np.allclose(host(got), want)]
+    assert_all_ranks(not bad, f"cases {bad}")
+
+
+@pytest.mark.mpi
+def test_under_a_tape_only_where_no_rule_reads_the_temporary(mesh):
+    x, w = _x(mesh), _x(mesh, FULL[::-1].copy())
+    seen, results = [], []
+
+    def f(x, w):
+        y = np.exp(_temporary(lambda: x * 2.0, seen))      # exp reads its result: elided
+        results.append(_address(y))
+        v = _temporary(lambda: x + 1.0, seen) * w          # the product reads both: not
+        results.append(_address(v))
+        return (y + v).sum()
+    value, (gx, gw) = mt.value_and_grad(f, argnums=(0, 1))(x, w)
+    W = FULL[::-1]
+    ok = (np.allclose(host(gx), 2 * np.exp(2 * FULL) + W) and np.allclose(host(gw), FULL + 1)
+          and np.isclose(float(value), (np.exp(2 * FULL) + (FULL + 1) * W).sum())
+          and (not x.to_local().size or (results[0] == seen[0] and results[1] != seen[1])))
+    assert_all_ranks(ok, f"addresses {seen} {results}")
