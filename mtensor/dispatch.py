@@ -99,11 +99,9 @@ def _result_type(name, types):
         return None
     args = [np.ones(1, t) if kind == "array" else np.dtype(t).type(1) if kind == "scalar"
             else t(1) if t in (bool, int, float, complex) else None for kind, t in types]
-    if any(a is None for a in args):
-        return None
     try:
         with np.errstate(all="ignore"):
-            return ufunc(*args).dtype
+            return None if any(a is None for a in args) else ufunc(*args).dtype
     except (TypeError, ValueError):
         return None
 
