@@ -17,6 +17,7 @@ from .comm import guard
 from .decide import Decision, current_model, decide, decided_with, decision_for, direct_into
 from .device.arrays import is_block
 from .dtensor import DTensor
+from .ops.result_types import result_type
 from .placement import Partial
 from .spec import fmt_placements as fmt
 
@@ -53,15 +54,20 @@ def _into_temporary(name, operands, seen, params, decision, temporary):
             or temporary._view is not None or temporary._reduced is not None
             or decision.placements != temporary._spec.placements
             or decision.shape != temporary._spec.shape or not _owned(temporary._local)
-            or not _keeps_dtype(name, seen, temporary.dtype)):
+            or not _keeps_dtype(name, seen, temporary.dtype,
+                                type(temporary._local) is np.ndarray)):
         return None
     if tape is not None and (any(decision.prepare) or not tape.may_overwrite(
             name, operands, [k for k, o in enumerate(operands) if o is temporary])):
         return None
     decision.into(*_blocks(name, seen, decision), temporary._local)
+    temporary._version += 1
     if tape is None:
-        temporary._version += 1
         return temporary
+    if not tape.follows(temporary):     # a constant operand the entry would keep: its spec
+        stand_in = tape.ghost(temporary)
+        operands = tuple(stand_in if o is temporary else o for o in operands)
+        seen = tuple(stand_in if o is temporary else o for o in seen)
     out = DTensor(temporary._local, temporary._spec)
     tape.push(name, operands, params, out, seen)
     return out
@@ -72,14 +78,18 @@ def _owned(block) -> bool:
     return block.base is None and sys.getrefcount(block) == _HELD_BY_ONE
 
 
-def _keeps_dtype(name, operands, dtype) -> bool:
+def _keeps_dtype(name, operands, dtype, host) -> bool:
     """Whether the ufunc ``name`` gives ``dtype`` on these operands' types (the temporary's
     block must be able to hold the result as it is: ``abs`` of a complex array is real, an
-    integer division is a float, ``isnan`` is boolean)."""
-    key = (name, dtype, tuple(_type_of(o) for o in operands))
+    integer division is a float, ``isnan`` is boolean), by numpy's type resolution; on a
+    device, whose library may resolve scalars otherwise, only with operands of ``dtype``
+    and Python numbers into a float block."""
+    key = (name, dtype, host, tuple(_type_of(o) for o in operands))
     keeps = _KEEPS.get(key)
     if keeps is None:
-        keeps = _KEEPS[key] = _result_type(name, key[2]) == dtype
+        keeps = _KEEPS[key] = result_type(name, key[3]) == dtype and (host or all(
+            t == ("array", dtype) or (t[0] == "python" and dtype.kind in "fc")
+            for t in key[3]))
     return keeps
 
 
@@ -89,21 +99,6 @@ def _type_of(operand):
     if isinstance(operand, np.generic):
         return "scalar", operand.dtype
     return "python", type(operand)
-
-
-def _result_type(name, types):
-    """The dtype numpy's ``name`` gives on operands of ``types`` (weak Python scalars,
-    strong numpy ones), or None where it is not a ufunc or refuses them."""
-    ufunc = getattr(np, name, None)
-    if not isinstance(ufunc, np.ufunc) or ufunc.nout != 1 or ufunc.nin != len(types):
-        return None
-    args = [np.ones(1, t) if kind == "array" else np.dtype(t).type(1) if kind == "scalar"
-            else t(1) if t in (bool, int, float, complex) else None for kind, t in types]
-    try:
-        with np.errstate(all="ignore"):
-            return None if any(a is None for a in args) else ufunc(*args).dtype
-    except (TypeError, ValueError):
-        return None
 
 
 _KEEPS: dict = {}

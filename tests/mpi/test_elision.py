@@ -79,3 +79,23 @@ def test_under_a_tape_only_where_no_rule_reads_the_temporary(mesh):
           and np.isclose(float(value), (np.exp(2 * FULL) + (FULL + 1) * W).sum())
           and (not x.to_local().size or (results[0] == seen[0] and results[1] != seen[1])))
     assert_all_ranks(ok, f"addresses {seen} {results}")
+
+
+@pytest.mark.mpi
+def test_a_constant_temporary_overwritten_under_a_tape_is_kept_as_its_spec(mesh):
+    """``(c * 2) + w``: the constant product takes the sum in place; the tape's entry keeps
+    it as a ghost (its spec), not as the DTensor that now holds the sum."""
+    from mtensor.autodiff.tape import Ghost
+
+    c, w = _x(mesh), _x(mesh, FULL[::-1].copy())
+    kept = []
+
+    def f(w):
+        y = (c * 2.0) + w
+        kept.append(mt.modes.active.tape.entries[-1].operands)
+        return (y * y).sum()
+    value, g = mt.value_and_grad(f)(w)
+    want = 2 * (2 * FULL + FULL[::-1])
+    (operands,) = kept
+    ok = type(operands[0]) is Ghost and np.allclose(host(g), want)
+    assert_all_ranks(ok, f"{[type(o).__name__ for o in operands]}")
