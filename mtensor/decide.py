@@ -26,7 +26,7 @@ _SCALARS = (int, float, complex, bool)
 class Decision:
     """A cached strategy bound to this rank: what to run for one op signature."""
 
-    __slots__ = ("prepare", "in_specs", "direct", "kernel", "traced", "into", "mesh",
+    __slots__ = ("prepare", "in_specs", "direct", "kernel", "traced", "into", "dtype", "mesh",
                  "placements", "shape", "nout", "specs", "cost", "check", "attached")
 
     def out_spec(self, dtype) -> DTensorSpec:
@@ -96,7 +96,7 @@ def as_operand(value, unsafe: bool = False) -> Operand:
     whether partial terms may meet it)."""
     if type(value) is DTensor:
         return Operand(value.shape, value.dtype, value.placements, safe=not unsafe)
-    if isinstance(value, _SCALARS):
+    if type(value) in _SCALARS:     # Python's own: weak (numpy's float64 subclasses float)
         return Operand((), np.dtype(type(value)), None, weak=True, safe=_finite_nonzero(value))
     value = value if is_block(value) else np.asarray(value)
     return Operand(value.shape, value.dtype, None, safe=_finite_nonzero(value))
@@ -138,7 +138,7 @@ def decide(name: str, operands, params, into=None, unsafe=False) -> Decision:
     d.direct = all(type(o) is DTensor and p is None for o, p in zip(operands, d.prepare))
     d.kernel = strategy.bind(in_layouts, out_layout, mesh, windows)
     d.traced = getattr(d.kernel, "unpooled", d.kernel)    # what a trace records
-    d.into = strategy.into
+    d.into, d.dtype = strategy.into, strategy.dtype
     d.mesh, d.placements, d.shape, d.nout = mesh, out_layout, strategy.out_shape, strategy.nout
     d.specs, d.cost, d.attached = {}, predicted, None
     d.check = () if unsafe or name not in PARTIAL_ALGEBRA else tuple(

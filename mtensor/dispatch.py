@@ -17,7 +17,6 @@ from .comm import guard
 from .decide import Decision, current_model, decide, decided_with, decision_for, direct_into
 from .device.arrays import is_block
 from .dtensor import DTensor
-from .ops.result_types import result_type
 from .placement import Partial
 from .spec import fmt_placements as fmt
 
@@ -54,8 +53,9 @@ def _into_temporary(name, operands, seen, params, decision, temporary):
             or temporary._view is not None or temporary._reduced is not None
             or decision.placements != temporary._spec.placements
             or decision.shape != temporary._spec.shape or not _owned(temporary._local)
-            or not _keeps_dtype(name, seen, temporary.dtype,
-                                type(temporary._local) is np.ndarray)):
+            or decision.dtype != temporary.dtype or (
+                type(temporary._local) is not np.ndarray
+                and not all(_keeps_dtype(o, temporary.dtype) for o in seen))):
         return None
     if tape is not None and (any(decision.prepare) or not tape.may_overwrite(
             name, operands, [k for k, o in enumerate(operands) if o is temporary])):
@@ -78,30 +78,15 @@ def _owned(block) -> bool:
     return block.base is None and sys.getrefcount(block) == _HELD_BY_ONE
 
 
-def _keeps_dtype(name, operands, dtype, host) -> bool:
-    """Whether the ufunc ``name`` gives ``dtype`` on these operands' types (the temporary's
-    block must be able to hold the result as it is: ``abs`` of a complex array is real, an
-    integer division is a float, ``isnan`` is boolean), by numpy's type resolution; on a
-    device, whose library may resolve scalars otherwise, only with operands of ``dtype``
-    and Python numbers into a float block."""
-    key = (name, dtype, host, tuple(_type_of(o) for o in operands))
-    keeps = _KEEPS.get(key)
-    if keeps is None:
-        keeps = _KEEPS[key] = result_type(name, key[3]) == dtype and (host or all(
-            t == ("array", dtype) or (t[0] == "python" and dtype.kind in "fc")
-            for t in key[3]))
-    return keeps
-
-
-def _type_of(operand):
+def _keeps_dtype(operand, dtype) -> bool:
+    """Whether an operand leaves an arithmetic result in ``dtype`` (Python scalars are weak:
+    an int or float leaves a float dtype as it is): what a device block asks, whose library
+    may resolve scalars otherwise than numpy."""
     if type(operand) is DTensor or is_block(operand):
-        return "array", operand.dtype
-    if isinstance(operand, np.generic):
-        return "scalar", operand.dtype
-    return "python", type(operand)
-
-
-_KEEPS: dict = {}
+        return operand.dtype == dtype
+    if type(operand) in (int, float):
+        return dtype.kind in "fc"
+    return False
 
 
 def read_forms(operands, keep=None) -> tuple:

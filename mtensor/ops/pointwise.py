@@ -123,23 +123,30 @@ def ufunc_rule(call: OpCall) -> Strategy:
     out_shape = broadcast_shape(call)
     algebra = None if "dtype" in kwargs else PARTIAL_ALGEBRA.get(call.name)  # casts each term
     kernel = (lambda *a: ufunc(*a, **kwargs)) if kwargs else ufunc
+    plain = not kwargs and ufunc.nout == 1
+    dtype = _resolved(ufunc, call) if plain else None
     return Strategy(
         out_shape, pointwise_choices(call, out_shape, algebra),
         kernel=kernel, nout=ufunc.nout, into=_into(ufunc, kwargs) if ufunc.nout == 1 else None,
-        kernel_for=None if kwargs or ufunc.nout != 1 else _pooled(ufunc, call, out_shape),
+        kernel_for=_pooled(ufunc, out_shape, dtype) if plain else None, dtype=dtype,
     )
 
 
-def _pooled(ufunc, call: OpCall, out_shape):
+def _resolved(ufunc, call: OpCall):
+    """The dtype ``ufunc`` gives on the call's operands (weak Python scalars, NEP 50), or
+    None where numpy's resolution cannot name it."""
+    try:
+        return ufunc.resolve_dtypes(tuple(
+            type(o.promotion_arg()) if o.weak else o.dtype for o in call.operands) + (None,))[-1]
+    except (TypeError, ValueError):
+        return None
+
+
+def _pooled(ufunc, out_shape, dtype):
     """``kernel_for``: a large block written into a pooled buffer (``device.buffers``).  A
     fresh large array costs page faults on first write (numpy's own operators avoid most by
     reusing their temporaries, which a kernel cannot see); a stencil step makes dozens of
-    them.  Small blocks, and dtypes the resolution below cannot name, take the plain ufunc."""
-    try:
-        dtype = ufunc.resolve_dtypes(tuple(
-            type(o.promotion_arg()) if o.weak else o.dtype for o in call.operands) + (None,))[-1]
-    except (TypeError, ValueError):
-        dtype = None
+    them.  Small blocks, and dtypes numpy's resolution cannot name, take the plain ufunc."""
 
     def kernel_for(in_layouts, out_layout, mesh):
         if dtype is None or dtype.kind not in "biufc":

@@ -92,6 +92,7 @@ class Strategy:
     kernel_for: Optional[Callable] = None
     nout: int = 1
     into: Optional[Kernel] = None   # the kernel writing into its last argument (out=)
+    dtype: Optional[np.dtype] = None   # the result's dtype, where known before running
     window_kernel_for: Optional[Callable] = None   # (..., windows): on the operands' windows
     # the kernel's result is a view of its window that the op links as a view of the operand
     # (getitem): windows may be views of one widened block shared by every such read
