@@ -111,23 +111,26 @@ class Tape:
 
     def ghost_of(self, x) -> Optional[Ghost]:
         """``x``'s ghost on this tape, or None (a value it never saw)."""
-        return _ghost_on(x, self) if type(x) is DTensor else None
+        return _ghost_on(x, self) if type(x) is DTensor and x._ghost is not None else None
 
     def follows(self, x) -> bool:
         """Whether ``x`` depends on a parameter."""
-        if type(x) is not DTensor or x._ghost is None:
-            return False
-        g = _ghost_on(x, self)
+        g = self.ghost_of(x)
         return g is not None and id(g) in self.tracked
 
     def key(self, x) -> int:
         """The id ``x``'s cotangent goes by: its ghost's where followed."""
-        g = _ghost_on(x, self) if type(x) is DTensor else None
+        g = self.ghost_of(x)
         return id(x) if g is None else id(g)
+
+    def _followed(self, operands) -> dict:
+        """The followed operands' ghosts by position."""
+        found = {j: self.ghost_of(o) for j, o in enumerate(operands)}
+        return {j: g for j, g in found.items() if g is not None and id(g) in self.tracked}
 
     def push(self, name: str, operands, params, out, values=None) -> None:
         """Keep ``name`` applied to ``operands`` if it depends on a parameter."""
-        followed = [j for j, o in enumerate(operands) if self.follows(o)]
+        followed = self._followed(operands)
         if not followed:
             return
         outputs = out if isinstance(out, tuple) else (out,)
@@ -137,7 +140,7 @@ class Tape:
             raise TypeError(f"value_and_grad: {name} has no gradient rule in mtensor; compute "
                             f"it outside the differentiated function or express it with "
                             f"other ops")
-        held = tuple(self.ghost(o) if j in followed else o for j, o in enumerate(operands))
+        held = tuple(followed.get(j, o) for j, o in enumerate(operands))
         ghosts = tuple(self.ghost(o) for o in outputs)
         self.tracked.update(id(g) for g in ghosts)
         used = tuple(operands) if values is None else tuple(values)
@@ -149,7 +152,7 @@ class Tape:
     def may_overwrite(self, name: str, operands, at) -> bool:
         """Whether ``name``'s result may be written over its operands at positions ``at``
         (eager temporary elision): no rule the tape would keep reads their values."""
-        followed = [j for j, o in enumerate(operands) if self.follows(o)]
+        followed = self._followed(operands)
         if not followed:
             return True
         read, _ = residuals.reads(name, followed, len(operands))
