@@ -13,6 +13,7 @@ import sys
 
 from ..dispatch import dispatch
 from ..dtensor import DTensor
+from .util import temporary_count
 from .writes import inplace
 
 _BINARY = {
@@ -55,30 +56,23 @@ def _unary(op, run=dispatch):
     return unary
 
 
-def _measure_temporary() -> int:
-    """The reference count ``binary`` sees for an operand nothing but the expression holds:
-    the count at which ``Probe() + 1`` is told a temporary and a named operand is not,
-    found through these same methods (interpreters count a call's references
-    differently)."""
+def _told_at(count) -> list:
+    """What ``binary`` tells ``Probe() + 1`` and a named probe with ``count`` as the
+    temporary's reference count (``util.temporary_count``)."""
     global _TEMPORARY
-    told = []
+    _TEMPORARY, told = count, []
 
     class Probe:
         __add__ = _binary("add", lambda op, operands, temporary=None: told.append(
             temporary is not None), object)
 
     named = Probe()
-    for count in range(1, 16):
-        _TEMPORARY, told[:] = count, []
-        Probe() + 1
-        named + 1
-        if told == [True, False]:
-            return count
-    raise RuntimeError("numpy.operators: cannot tell a temporary operand on this interpreter")
+    Probe() + 1
+    named + 1
+    return told
 
 
-_TEMPORARY = 0
-_TEMPORARY = _measure_temporary()
+_TEMPORARY = temporary_count("numpy.operators", _told_at)
 
 
 def install_operators(cls) -> None:

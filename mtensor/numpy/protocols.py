@@ -16,7 +16,7 @@ from ..ops import user_rules
 from . import coverage, creation, util
 from .linalg.products import matmul, vecdot
 from .ufunc_methods import UFUNC_METHODS
-from .util import axis_arg, dtype_arg, refuse, run
+from .util import axis_arg, dtype_arg, refuse, run, temporary_count
 from .writes import inplace
 
 # --- ufuncs ------------------------------------------------------------------------------
@@ -108,27 +108,21 @@ def _array_ufunc(run, other=_ufunc):
     return array_ufunc
 
 
-def _measure_temporary() -> int:
-    """The reference count ``array_ufunc`` sees for an operand nothing but the call holds:
-    the count at which ``np.negative(Probe())`` is told a temporary and a named operand is
-    not, found through that same function (numpy and the interpreter count differently)."""
+def _told_at(count) -> list:
+    """What ``array_ufunc`` tells ``np.negative(Probe())`` and a named probe with ``count``
+    as the temporary's reference count (``util.temporary_count``)."""
     global _TEMPORARY
-    told = []
+    _TEMPORARY, told = count, []
 
     class Probe:
         __array_ufunc__ = _array_ufunc(lambda name, inputs, temporary: told.append(True),
                                        lambda ufunc, method, inputs, kwargs: told.append(False))
 
     named = Probe()
-    for count in range(1, 16):
-        _TEMPORARY, told[:] = count, []
-        np.negative(Probe())
-        np.negative(named)
-        if told == [True, False]:
-            return count
-    raise RuntimeError("numpy.protocols: cannot tell a temporary operand on this interpreter")
+    np.negative(Probe())
+    np.negative(named)
+    return told
 
 
-_TEMPORARY = 0
-_TEMPORARY = _measure_temporary()
+_TEMPORARY = temporary_count("numpy.protocols", _told_at)
 array_ufunc = _array_ufunc(dispatch)

@@ -40,6 +40,19 @@ def run(name, operands, params=()):
     return _dispatch.dispatch(name, tuple(operands), params)
 
 
+def temporary_count(where: str, told_at) -> int:
+    """The reference count at which an operator or ufunc tells an operand that nothing but
+    the call holds (a temporary, whose block may take the result) from a named one:
+    the first ``count`` at which ``told_at(count)`` (which sets its module's count, makes
+    the call on a temporary probe and then on a named one, and returns what each was told)
+    is ``[True, False]``.  Measured, since interpreters count a call's references
+    differently."""
+    for count in range(1, 16):
+        if told_at(count) == [True, False]:
+            return count
+    raise RuntimeError(f"{where}: cannot tell a temporary operand on this interpreter")
+
+
 def axis_arg(axis):
     return tuple(axis) if isinstance(axis, list) else axis
 
