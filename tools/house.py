@@ -24,6 +24,7 @@ LAYERS = [
                    "mtensor.fusion"]),
     ("decisions bound to ranks", ["mtensor.mesh", "mtensor.redistribute", "mtensor.overlap"]),
     ("the tensor", ["mtensor.views", "mtensor.dtensor", "mtensor.dispatch", "mtensor.decide",
+                    "mtensor.operands", "mtensor.elision",
                     "mtensor.debug", "mtensor.halo"]),
     ("numpy's API", ["mtensor.numpy", "mtensor.random", "mtensor.array_api"]),
     ("programs", ["mtensor.autodiff", "mtensor.optim", "mtensor.trace_compile",

@@ -210,12 +210,14 @@ _BUILDERS = {
 class Program:
     """A plan bound to this rank: call it on the local block to run every step."""
 
-    __slots__ = ("plan", "_runs", "_bound", "_steps")
+    __slots__ = ("plan", "_runs", "_bound", "_steps", "reduces")
 
     def __init__(self, plan, runs, bound: _RankPlan):
         self.plan, self._runs, self._bound = plan, tuple(runs), bound
         self._steps = tuple((run, step, STEP_KINDS[step.kind].collective)
                             for run, step in zip(self._runs, plan.steps))
+        # a lone all-reduce (P -> R): it may run in place (``reduce_in_place``)
+        self.reduces = len(plan.steps) == 1 and plan.steps[0].kind == "all_reduce"
 
     def __call__(self, local: np.ndarray) -> np.ndarray:
         if modes.active.tracer is not None:
@@ -235,6 +237,26 @@ class Program:
             else:
                 local = run(local)
         return local
+
+    def reduce_in_place(self, local) -> None:
+        """Run this lone all-reduce with ``local`` as both MPI buffers (``MPI_IN_PLACE``, as
+        a hand-written step reduces its partial sums): for a C-contiguous block that
+        nothing else holds, which the caller makes sure of.  Every rank runs the same
+        collective; whether a rank passes ``MPI_IN_PLACE`` is its own affair in MPICH and
+        Open MPI (each copies its send buffer into the receive buffer first otherwise)."""
+        c, step, _ = self._steps[0]
+        if guard.state.active:
+            b = self._bound
+            guard.before(step.kind, step.mesh_dim, b.shape, b.dtype, b.mesh.comm)
+            try:
+                c.run(local, local, None, c.op)
+            finally:
+                guard.after()
+        else:
+            c.run(local, local, None, c.op)
+        if modes.active.counters:
+            c.count()
+        c.finish(local)        # an average divides in place
 
     def _traced(self, local: np.ndarray) -> np.ndarray:
         """The same steps, every step reported to the tracer while ``mt.compile`` records."""

@@ -1,10 +1,10 @@
-"""Eager temporary elision (``dispatch._into_temporary``): an op on a temporary DTensor
+"""Eager temporary elision (``elision.into_temporary``): an op on a temporary DTensor
 writes its result into the temporary's block, as numpy does for its own temporaries, where
 nobody can tell: never into a named value, never where the result's dtype differs, and
 under a gradient tape only where no rule reads the temporary's value."""
 import numpy as np
 import pytest
-from mpi_helpers import assert_all_ranks, host
+from mpi_helpers import assert_all_ranks, dtensor_of, host
 
 import mtensor as mt
 
@@ -99,3 +99,64 @@ def test_a_constant_temporary_overwritten_under_a_tape_is_kept_as_its_spec(mesh)
     (operands,) = kept
     ok = type(operands[0]) is Ghost and np.allclose(host(g), want)
     assert_all_ranks(ok, f"{[type(o).__name__ for o in operands]}")
+
+
+def _row_parallel(mesh, rng_seed=3):
+    """``x @ w`` with the contracted dim sharded on the mesh's last dim: a temporary of
+    partial sums (``Partial`` there), and the numpy operands."""
+    rng = np.random.default_rng(rng_seed)
+    X, W = rng.standard_normal((6, 8)), rng.standard_normal((8, 5))
+    rest = [mt.Replicate()] * (mesh.ndim - 1)
+    x = mt.distribute_tensor(X, mesh, rest + [mt.Shard(1)])
+    w = mt.distribute_tensor(W, mesh, rest + [mt.Shard(0)])
+    return x, w, X, W
+
+
+@pytest.mark.mpi
+def test_a_temporary_of_partial_sums_is_reduced_in_its_own_block(mesh):
+    """``np.tanh(x @ w)``: the product's partial sums are all-reduced in place (one
+    all-reduce, MPI_IN_PLACE) and tanh writes into the same block; a named tensor of
+    partial sums keeps its terms and its layout (reading never changes a layout)."""
+    x, w, X, W = _row_parallel(mesh)
+    seen = []
+    with mt.CommDebugMode() as comms:
+        y = np.tanh(_temporary(lambda: x @ w, seen))
+    named = x @ w
+    terms = named.to_local().copy()
+    z = np.exp(named)
+    reduced_in_place = mesh.shape[-1] == 1 or _address(y) == seen[0]
+    ok = (np.allclose(host(y), np.tanh(X @ W)) and np.allclose(host(z), np.exp(X @ W))
+          and y.placements == z.placements and isinstance(named.placements[-1], mt.Partial)
+          and np.array_equal(host(named.to_local()), host(terms))
+          and comms.get_comm_counts().get("all_reduce", 0) == (mesh.shape[-1] > 1)
+          and reduced_in_place)
+    assert_all_ranks(ok, f"{y.placements} {comms.get_comm_counts()} {reduced_in_place}")
+
+
+@pytest.mark.mpi
+def test_a_temporary_of_partial_averages_is_divided_in_place(mesh):
+    """``np.exp(p * 0.5)`` of partial averages: reduced in place, then divided there."""
+    full = np.arange(12.0).reshape(3, 4)
+    p = dtensor_of(full, mesh, [mt.Replicate()] * (mesh.ndim - 1) + [mt.Partial("avg")])
+    y = np.exp(p * 0.5)
+    assert_all_ranks(np.allclose(host(y), np.exp(full * 0.5)), f"{host(y)}")
+
+
+@pytest.mark.mpi
+def test_a_temporary_of_partial_sums_under_a_tape(mesh):
+    """tanh's rule reads its output, not its operand: the product is reduced and
+    overwritten in place while the tape records, and the gradients are numpy's."""
+    x, w, X, W = _row_parallel(mesh)
+    seen, results = [], []
+
+    def f(x, w):
+        y = np.tanh(_temporary(lambda: x @ w, seen))
+        results.append(_address(y))
+        return (y * y).sum()
+    value, (gx, gw) = mt.value_and_grad(f, argnums=(0, 1))(x, w)
+    T = np.tanh(X @ W)
+    dz = 2 * T * (1 - T * T)
+    ok = (np.isclose(float(value), (T * T).sum()) and np.allclose(host(gx), dz @ W.T)
+          and np.allclose(host(gw), X.T @ dz)
+          and (mesh.shape[-1] == 1 or results[0] == seen[0]))
+    assert_all_ranks(ok, f"addresses {seen} {results}")
