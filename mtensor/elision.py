@@ -32,7 +32,7 @@ def into_temporary(name, operands, seen, params, decision, temporary):
     if (decision.into is None or decision.nout != 1
             or active.tracer is not None or active.autoshard is not None
             or temporary._view is not None or temporary._reduced is not None
-            or decision.shape != temporary._spec.shape or not _owned(temporary._local)
+            or decision.shape != temporary._spec.shape or not owned(temporary._local)
             or decision.dtype != temporary.dtype or (
                 type(temporary._local) is not np.ndarray
                 and not all(_keeps_dtype(o, temporary.dtype) for o in seen))):
@@ -80,9 +80,16 @@ def _reduced_first(decision, seen, temporary):
     return False
 
 
-def _owned(block) -> bool:
-    """Whether nothing but its DTensor holds ``block`` and it owns its memory."""
-    return block.base is None and sys.getrefcount(block) == _HELD_BY_ONE
+def owned(block) -> bool:
+    """Whether nothing but its DTensor holds ``block`` and its memory, which it may write:
+    it owns that, or is a contiguous view (each element its own memory) of a host array
+    that nothing but itself holds (a kernel's reshaped result)."""
+    if sys.getrefcount(block) != _HELD_BY_ONE:
+        return False
+    base = block.base
+    return base is None or (type(base) is np.ndarray and base.base is None
+                            and block.flags.c_contiguous and block.flags.writeable
+                            and sys.getrefcount(base) == _BASE_HELD_BY_ONE)
 
 
 def _keeps_dtype(operand, dtype) -> bool:
@@ -96,24 +103,36 @@ def _keeps_dtype(operand, dtype) -> bool:
     return False
 
 
-def _measure_owned() -> int:
-    """The count at which ``_owned`` tells a block only its holder holds from one held
-    once more, found through ``_owned`` itself (called as ``_into_temporary`` calls it)."""
-    global _HELD_BY_ONE
+def _measure_owned() -> tuple:
+    """The counts at which ``owned`` tells a block (then a view's base) that only its holder
+    holds from one that a name holds too, found through ``owned`` itself (called as
+    ``into_temporary`` calls it)."""
+    global _HELD_BY_ONE, _BASE_HELD_BY_ONE
 
     class Holder:
         __slots__ = ("_local",)
 
-    alone, shared = Holder(), Holder()
-    alone._local, shared._local = np.empty(1), np.empty(1)
-    other = shared._local
-    for count in range(1, 16):
-        _HELD_BY_ONE = count
-        if _owned(alone._local) and not _owned(shared._local):
-            del other
-            return count
-    raise RuntimeError("dispatch: cannot count a block's holders on this interpreter")
+    def told(make) -> bool:     # make(): (the block, what a name then holds)
+        alone, shared = Holder(), Holder()
+        alone._local = make()[0]
+        shared._local, name = make()
+        return owned(alone._local) and not owned(shared._local)
+
+    def block():
+        b = np.empty(4)
+        return b, b
+
+    def view():
+        base = np.empty(4)
+        return base.reshape(2, 2), base
+
+    for _HELD_BY_ONE in range(1, 16):
+        if told(block):
+            for _BASE_HELD_BY_ONE in range(1, 16):
+                if told(view):
+                    return _HELD_BY_ONE, _BASE_HELD_BY_ONE
+    raise RuntimeError("elision: cannot count a block's holders on this interpreter")
 
 
-_HELD_BY_ONE = 0
-_HELD_BY_ONE = _measure_owned()
+_HELD_BY_ONE = _BASE_HELD_BY_ONE = 0
+_HELD_BY_ONE, _BASE_HELD_BY_ONE = _measure_owned()

@@ -16,7 +16,9 @@ import numpy as np
 
 from .. import dispatch, modes
 from ..comm import guard
-from ..dtensor import DTensor, relayout
+from ..device.arrays import contiguous
+from ..dtensor import DTensor, redistribution, relayout
+from ..elision import owned
 from ..placement import Partial, reduced
 from ..pytree import flatten
 from . import fusion, tape
@@ -24,11 +26,21 @@ from .tape import VJPS
 
 
 def _settled(g):
-    """A Partial cotangent reduced once, before several products use it."""
+    """A Partial cotangent reduced once, before several products use it; in its own block
+    where the walk alone holds it and one all-reduce does it (MPI_IN_PLACE, as a
+    hand-written backward reduces its input gradient)."""
     if not any(isinstance(p, Partial) for p in g.placements):
         return g
     guard.state.op = "the gradient (reducing a shared cotangent)"
-    return relayout(g, reduced(g.placements))
+    target = reduced(g.placements)
+    if (sys.getrefcount(g) == _HELD_SETTLING and g._view is None and g._reduced is None
+            and modes.active.tracer is None and modes.active.autoshard is None):
+        program, spec = redistribution(g._spec, target, g.device_mesh.cost_model())
+        if program.reduces and (not g._local.flags.c_contiguous or owned(g._local)):
+            block = contiguous(g._local)     # a copy of its own where not contiguous
+            program.reduce_in_place(block)
+            return DTensor(block, spec)
+    return relayout(g, target)
 
 
 def _backward(recorded, value, leaves, reduce=True, seeds=None):
@@ -104,7 +116,18 @@ def _count(total) -> int:
     return sys.getrefcount(total)
 
 
+def _held_settling() -> int:
+    """What ``_settled`` reads for a cotangent nothing but the walk's name holds: measured."""
+    g = _Cotangent()
+    return _count(g)
+
+
+class _Cotangent:
+    pass
+
+
 _HELD_HERE = _held_here()
+_HELD_SETTLING = _held_settling()
 
 
 def backward_from(recorded, seeds: dict) -> dict:

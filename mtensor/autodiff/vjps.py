@@ -82,25 +82,41 @@ def _einsum_vjp(name):
         if name == "matmul" and np.ndim(ops[0]) == np.ndim(ops[1]) == 2:
             # the common case as BLAS likes it: transposed views, no copies
             return g @ ops[1].T if j == 0 else ops[0].T @ g
-        metas = tuple(Operand(np.shape(o), getattr(o, "dtype", None) or np.result_type(o), None)
-                      for o in ops)
-        call = OpCall(name, metas, params, ())
-        inputs, output, _ = einsum_form(call)
-        target, shape = inputs[j], np.shape(ops[j])
-        if len(set(target)) != len(target):
-            raise TypeError(f"value_and_grad: {name} with a repeated label ({target}) has no "
-                            f"gradient rule")
-        others = [k for k in range(len(ops)) if k != j]
-        seen = output + "".join(inputs[k] for k in others)
-        sizes = dict(zip(output, g.shape))
-        for k in others:
-            sizes.update((c, n) for c, n in zip(inputs[k], np.shape(ops[k])) if n != 1)
-        kept = "".join(c for c, n in zip(target, shape) if c in seen and sizes.get(c) == n)
-        spec = ",".join([output] + [inputs[k] for k in others]) + "->" + kept
-        grad = np.einsum(spec, g, *[ops[k] for k in others])
-        grad = grad.reshape(tuple(n if c in kept else 1 for c, n in zip(target, shape)))
-        return grad if grad.shape == shape else np.broadcast_to(grad, shape) + 0
+        key = (name, j, params, g.shape, tuple(np.shape(o) for o in ops))
+        plan = _EINSUM_PLANS.get(key)
+        if plan is None:
+            if len(_EINSUM_PLANS) >= 4096:
+                _EINSUM_PLANS.clear()
+            plan = _EINSUM_PLANS[key] = _einsum_plan(name, j, g.shape, ops, params)
+        spec, kept_shape, shape = plan
+        grad = np.einsum(spec, g, *[o for k, o in enumerate(ops) if k != j])
+        if grad.shape != kept_shape:
+            grad = grad.reshape(kept_shape)
+        return grad if kept_shape == shape else np.broadcast_to(grad, shape) + 0
     return vjp
+
+
+_EINSUM_PLANS: dict = {}   # (op, operand, params, shapes) -> _einsum_plan's answer
+
+
+def _einsum_plan(name, j, g_shape, ops, params):
+    """(the einsum that brings the cotangent back to operand ``j``'s kept labels, the shape
+    with the others as ones, operand ``j``'s shape): parsed once per signature."""
+    metas = tuple(Operand(np.shape(o), getattr(o, "dtype", None) or np.result_type(o), None)
+                  for o in ops)
+    inputs, output, _ = einsum_form(OpCall(name, metas, params, ()))
+    target, shape = inputs[j], np.shape(ops[j])
+    if len(set(target)) != len(target):
+        raise TypeError(f"value_and_grad: {name} with a repeated label ({target}) has no "
+                        f"gradient rule")
+    others = [k for k in range(len(ops)) if k != j]
+    seen = output + "".join(inputs[k] for k in others)
+    sizes = dict(zip(output, g_shape))
+    for k in others:
+        sizes.update((c, n) for c, n in zip(inputs[k], np.shape(ops[k])) if n != 1)
+    kept = "".join(c for c, n in zip(target, shape) if c in seen and sizes.get(c) == n)
+    spec = ",".join([output] + [inputs[k] for k in others]) + "->" + kept
+    return spec, tuple(n if c in kept else 1 for c, n in zip(target, shape)), tuple(shape)
 
 
 for _name in ("matmul", "dot", "tensordot", "einsum"):

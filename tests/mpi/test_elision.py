@@ -160,3 +160,42 @@ def test_a_temporary_of_partial_sums_under_a_tape(mesh):
           and np.allclose(host(gw), X.T @ dz)
           and (mesh.shape[-1] == 1 or results[0] == seen[0]))
     assert_all_ranks(ok, f"addresses {seen} {results}")
+
+
+@pytest.mark.mpi
+def test_a_partial_cotangent_the_walk_alone_holds_is_reduced_in_its_own_block(mesh):
+    """``u = a * b`` feeding a column-parallel product: u's cotangent is a Partial sum that
+    the multiply's two gradients both read, reduced once, in place (MPI_IN_PLACE); a
+    cotangent the walk hands to two operands (``u + u``) is held twice and reduced into a
+    block of its own.  Every gradient is numpy's."""
+    from mtensor.redistribute.execute import Program
+
+    rng = np.random.default_rng(5)
+    A, B, W = rng.standard_normal((6, 8)), rng.standard_normal((6, 8)), rng.standard_normal((8, 4))
+    rest = [mt.Replicate()] * (mesh.ndim - 1)
+    a, b = (mt.distribute_tensor(v, mesh, rest + [mt.Replicate()]) for v in (A, B))
+    w = mt.distribute_tensor(W, mesh, rest + [mt.Shard(1)])
+    calls = []
+    original = Program.reduce_in_place
+
+    def counted(self, local):
+        calls.append(local.nbytes)
+        return original(self, local)
+
+    def loss(a, b, w, twice):
+        u = a * b
+        y = ((u + u) if twice else u) @ w
+        return (y * y).sum()
+    Program.reduce_in_place = counted
+    try:
+        grads = [mt.grad(loss, argnums=(0, 1, 2))(a, b, w, twice) for twice in (False, True)]
+    finally:
+        Program.reduce_in_place = original
+    ok = True
+    for (ga, gb, gw), k in zip(grads, (1, 2)):
+        U = k * A * B
+        dy = 2 * U @ W
+        ok &= (np.allclose(host(gw), U.T @ dy) and np.allclose(host(ga), k * (dy @ W.T) * B)
+               and np.allclose(host(gb), k * (dy @ W.T) * A))
+    in_place = mesh.shape[-1] == 1 or len(calls) >= 1
+    assert_all_ranks(ok and in_place, f"values {ok}, in-place reductions {calls}")
