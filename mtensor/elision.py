@@ -11,7 +11,7 @@ import numpy as np
 
 from . import modes
 from .comm import guard
-from .device.arrays import is_block
+from .device.arrays import is_block, owns_memory
 from .dtensor import DTensor
 from .operands import lay_out
 from .redistribute.execute import Program
@@ -81,15 +81,9 @@ def _reduced_first(decision, seen, temporary):
 
 
 def owned(block) -> bool:
-    """Whether nothing but its DTensor holds ``block`` and its memory, which it may write:
-    it owns that, or is a contiguous view (each element its own memory) of a host array
-    that nothing but itself holds (a kernel's reshaped result)."""
-    if sys.getrefcount(block) != _HELD_BY_ONE:
-        return False
-    base = block.base
-    return base is None or (type(base) is np.ndarray and base.base is None
-                            and block.flags.c_contiguous and block.flags.writeable
-                            and sys.getrefcount(base) == _BASE_HELD_BY_ONE)
+    """Whether nothing but its DTensor holds ``block`` and its memory, which it may write
+    (``device.arrays.owns_memory``)."""
+    return sys.getrefcount(block) == _HELD_BY_ONE and owns_memory(block)
 
 
 def _keeps_dtype(operand, dtype) -> bool:
@@ -103,36 +97,23 @@ def _keeps_dtype(operand, dtype) -> bool:
     return False
 
 
-def _measure_owned() -> tuple:
-    """The counts at which ``owned`` tells a block (then a view's base) that only its holder
-    holds from one that a name holds too, found through ``owned`` itself (called as
-    ``into_temporary`` calls it)."""
-    global _HELD_BY_ONE, _BASE_HELD_BY_ONE
+def _measure_owned() -> int:
+    """The count at which ``owned`` tells a block only its holder holds from one held
+    once more, found through ``owned`` itself (called as ``into_temporary`` calls it)."""
+    global _HELD_BY_ONE
 
     class Holder:
         __slots__ = ("_local",)
 
-    def told(make) -> bool:     # make(): (the block, what a name then holds)
-        alone, shared = Holder(), Holder()
-        alone._local = make()[0]
-        shared._local, name = make()
-        return owned(alone._local) and not owned(shared._local)
-
-    def block():
-        b = np.empty(4)
-        return b, b
-
-    def view():
-        base = np.empty(4)
-        return base.reshape(2, 2), base
-
+    alone, shared = Holder(), Holder()
+    alone._local, shared._local = np.empty(1), np.empty(1)
+    other = shared._local
     for _HELD_BY_ONE in range(1, 16):
-        if told(block):
-            for _BASE_HELD_BY_ONE in range(1, 16):
-                if told(view):
-                    return _HELD_BY_ONE, _BASE_HELD_BY_ONE
+        if owned(alone._local) and not owned(shared._local):
+            del other
+            return _HELD_BY_ONE
     raise RuntimeError("elision: cannot count a block's holders on this interpreter")
 
 
-_HELD_BY_ONE = _BASE_HELD_BY_ONE = 0
-_HELD_BY_ONE, _BASE_HELD_BY_ONE = _measure_owned()
+_HELD_BY_ONE = 0
+_HELD_BY_ONE = _measure_owned()

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import sys
 
 import numpy as np
 
@@ -74,6 +75,29 @@ def empty_on(device_type: str, shape, dtype):
     if device_type == "cpu":
         return buffers.empty(shape, dtype)
     return array_module(device_type).empty(shape, dtype)
+
+
+def owns_memory(block) -> bool:
+    """Whether ``block``'s memory is its own to write a result into (once nothing holds
+    ``block`` itself): it owns it, or it is a C-contiguous, writeable view (each element
+    its own memory) of a host array that nothing but the view holds, as a kernel's
+    reshaped result is.  A device view answers no."""
+    base = block.base
+    return base is None or (type(base) is np.ndarray and base.base is None
+                            and block.flags.c_contiguous and block.flags.writeable
+                            and sys.getrefcount(base) == _BASE_ALONE)
+
+
+def _base_alone() -> int:
+    """What ``owns_memory`` reads for a base only its view holds: the first count at which it
+    tells that view from one whose base a name holds too."""
+    global _BASE_ALONE
+    alone, base = np.empty(4).reshape(2, 2), np.empty(4)
+    shared = base.reshape(2, 2)
+    for _BASE_ALONE in range(1, 16):
+        if owns_memory(alone) and not owns_memory(shared):
+            return _BASE_ALONE
+    raise RuntimeError("device: cannot count an array's holders on this interpreter")
 
 
 def contiguous(block):
@@ -178,3 +202,7 @@ def set_module(device_type: str, module_name: str) -> None:
     if old is not None:
         _by_type.pop(old.ndarray, None)
     DEVICES[device_type] = module_name
+
+
+_BASE_ALONE = 0
+_BASE_ALONE = _base_alone()

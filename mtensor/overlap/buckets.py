@@ -77,9 +77,9 @@ class Bucket:
 
     def _fits(self, block) -> bool:
         """Whether ``block`` is a whole C-contiguous host array of the result's layout."""
-        return (type(block) is np.ndarray and block.base is None
-                and block.shape == self.recv_shape and block.dtype == self.dtype
-                and block.flags.c_contiguous)
+        return (type(block) is np.ndarray and block.shape == self.recv_shape
+                and block.dtype == self.dtype and block.flags.c_contiguous
+                and device.owns_memory(block))
 
     def unpack(self, recv, env) -> None:
         """Each member's result, finished, into its slot."""

@@ -23,7 +23,7 @@ from collections import deque
 import numpy as np
 
 from ..comm import guard
-from ..device.arrays import is_block
+from ..device.arrays import is_block, owns_memory
 from ..step_kinds import POINT_TO_POINT
 from .buckets import Bucket
 
@@ -155,8 +155,8 @@ class Replay:
             if _references(env, s) != _ALONE:
                 continue
             block = env[s]
-            if (is_block(block) and block.base is None
-                    and (block.shape, block.dtype, block.strides) == meta):
+            if (is_block(block) and (block.shape, block.dtype, block.strides) == meta
+                    and owns_memory(block)):
                 return block
         return None
 
