@@ -127,6 +127,39 @@ def test_an_all_reduce_of_a_dying_block_runs_in_place_and_spares_held_ones(mesh)
 
 
 @pytest.mark.mpi
+def test_an_all_reduce_of_a_view_of_a_dying_block_runs_in_place(mesh):
+    """A reshaped product (a view whose base nothing else holds) dies at its all-reduce,
+    which reduces it in place; the same view of a product the step returns is reduced
+    into a buffer of its own, and the product keeps its terms."""
+    rest = [R] * (mesh.ndim - 1)
+    rng = np.random.default_rng(6)
+    x, w = rng.standard_normal((8, 6)), rng.standard_normal((6, 5))
+    X = mt.distribute_tensor(x, mesh, [Shard(1)] + rest)
+    W = mt.distribute_tensor(w, mesh, [Shard(0)] + rest)
+    whole = [R] * mesh.ndim
+
+    def dying(X, W):
+        return (X @ W).reshape(-1).redistribute(mesh, whole)
+
+    def kept(X, W):
+        p = X @ W
+        return p.reshape(-1).redistribute(mesh, whole), p
+
+    reused = []
+    for fn in (mt.compile(dying, bucket_cap_mb=0, first_bucket_mb=0),
+               mt.compile(kept, bucket_cap_mb=0, first_bucket_mb=0)):
+        for _ in range(3):
+            out = fn(X, W)
+            flat, p = (out, None) if type(out) is not tuple else out
+            np.testing.assert_allclose(host(flat), (x @ w).reshape(-1), rtol=1e-12)
+            if p is not None:
+                np.testing.assert_allclose(host(p), x @ w, rtol=1e-12)
+        reused.append(fn.traced.replay.reused)
+    cpu_ranks = mesh.shape[0] > 1 and mesh.device_type == "cpu"
+    assert (reused[0] > 0) == cpu_ranks and reused[1] == 0, reused
+
+
+@pytest.mark.mpi
 def test_compiled_adam_advances_its_step_count(mesh):
     eager, x, t = _model(mesh, seed=1)
     compiled, _, _ = _model(mesh, seed=1)

@@ -60,3 +60,22 @@ def test_a_full_pool_makes_room_for_a_new_size(monkeypatch):
     assert buffers._pooled_bytes[0] <= buffers._cap
     assert any(raw is new.base for raw in buffers._pools[BIG * 3 * 8])
     assert any(raw is held.base for raw in buffers._pools[BIG * 8])
+
+
+def test_owns_memory_tells_a_view_of_an_unheld_array_from_a_shared_one():
+    """A result may be written into a block that owns its memory, or into a contiguous,
+    writeable view of an array nothing else holds; never into a view whose base a name
+    holds, a broadcast (its elements share memory), a read-only or a strided view."""
+    from mtensor.device.arrays import owns_memory
+
+    held = np.empty(12)
+    alone = np.empty(12).reshape(3, 4)      # (a name here: pytest's assert keeps its parts)
+    read_only = np.empty(12).reshape(3, 4)
+    read_only.flags.writeable = False
+    assert owns_memory(np.empty(12))
+    assert owns_memory(alone)
+    assert not owns_memory(held.reshape(3, 4))
+    assert not owns_memory(np.broadcast_to(np.empty(4), (3, 4)))
+    assert not owns_memory(read_only)
+    assert not owns_memory(np.empty((4, 3)).T)
+    assert not owns_memory(np.empty((3, 8))[:, ::2])
