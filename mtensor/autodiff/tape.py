@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import weakref
 from contextlib import contextmanager
-from dataclasses import dataclass
-from typing import Dict, List, Optional, Set, Tuple
+from typing import Dict, List, Optional, Set
 
 from .. import modes, views
 from ..device.arrays import is_block
@@ -32,19 +31,22 @@ ZERO_DERIVATIVE = {"floor", "ceil", "rint", "trunc", "sign", "floor_divide", "ar
 JOINT = {"remat"}
 
 
-@dataclass
 class Entry:
-    name: str
-    # operands: as passed, the followed ones as their ghosts (their ids take the gradients);
-    # values: as the op used them (maybe in another layout) where its rule reads them, else
-    # as ``operands`` holds them; outputs: ghosts; region: the debug.region it ran in (its
-    # gradient runs there too); result: the output as the rule reads it, value or ghost
-    operands: tuple
-    values: tuple
-    params: tuple
-    outputs: Tuple
-    region: str
-    result: object = None
+    """One recorded op.  operands: as passed, the followed ones as their ghosts (their ids
+    take the gradients); values: as the op used them (maybe in another layout) where its
+    rule reads them, else as ``operands`` holds them; outputs: ghosts; region: the
+    debug.region it ran in (its gradient runs there too); result: the output as the rule
+    reads it, value or ghost."""
+
+    __slots__ = ("name", "operands", "values", "params", "outputs", "region", "result")
+
+    def __init__(self, name: str, operands: tuple, values: tuple, params: tuple,
+                 outputs: tuple, region: str, result=None):
+        self.name, self.operands, self.values, self.params = name, operands, values, params
+        self.outputs, self.region, self.result = outputs, region, result
+
+    def __repr__(self) -> str:
+        return f"Entry({self.name}, {len(self.operands)} operands)"
 
 
 class Ghost:
@@ -125,29 +127,44 @@ class Tape:
 
     def _followed(self, operands) -> dict:
         """The followed operands' ghosts by position."""
-        found = {j: self.ghost_of(o) for j, o in enumerate(operands)}
-        return {j: g for j, g in found.items() if g is not None and id(g) in self.tracked}
+        found, tracked = {}, self.tracked
+        for j, o in enumerate(operands):
+            if type(o) is DTensor and o._ghost is not None:
+                g = _ghost_on(o, self)
+                if g is not None and id(g) in tracked:
+                    found[j] = g
+        return found
 
     def push(self, name: str, operands, params, out, values=None) -> None:
         """Keep ``name`` applied to ``operands`` if it depends on a parameter."""
         followed = self._followed(operands)
         if not followed:
             return
-        outputs = out if isinstance(out, tuple) else (out,)
+        outputs = out if type(out) is tuple else (out,)
         if name in ZERO_DERIVATIVE or not any(o.dtype.kind in "fc" for o in outputs):
             return
         if name not in VJPS:
             raise TypeError(f"value_and_grad: {name} has no gradient rule in mtensor; compute "
                             f"it outside the differentiated function or express it with "
                             f"other ops")
-        held = tuple(followed.get(j, o) for j, o in enumerate(operands))
-        ghosts = tuple(self.ghost(o) for o in outputs)
-        self.tracked.update(id(g) for g in ghosts)
-        used = tuple(operands) if values is None else tuple(values)
-        read, reads_out = residuals.reads(name, followed, len(held))
-        kept = tuple(used[k] if k in read else held[k] for k in range(len(held)))
-        self.entries.append(Entry(name, held, kept, params, ghosts, modes.active.region,
-                                  outputs[0] if reads_out else ghosts[0]))
+        tracked = self.tracked
+        ghosts = []
+        for o in outputs:       # a new value's first ghost, without a walk
+            if o._ghost is None:
+                g = o._ghost = Ghost(self, o._spec, None)
+            else:
+                g = self.ghost(o)
+            tracked.add(id(g))
+            ghosts.append(g)
+        used = operands if values is None else values
+        read, reads_out = residuals.reads(name, followed, len(operands))
+        held, kept = [], []
+        for k, o in enumerate(operands):
+            h = followed.get(k, o)
+            held.append(h)
+            kept.append(used[k] if k in read else h)
+        self.entries.append(Entry(name, tuple(held), tuple(kept), params, tuple(ghosts),
+                                  modes.active.region, outputs[0] if reads_out else ghosts[0]))
 
     def may_overwrite(self, name: str, operands, at) -> bool:
         """Whether ``name``'s result may be written over its operands at positions ``at``
