@@ -6,8 +6,12 @@ numpy's ``matmul`` loops a GEMM per matrix of a stack (``x @ w`` with ``x`` of s
 contracted labels form one block of each operand (first or last, in the same order) and no
 label is batched, both operands are 2-D views without copies: ``(M, K) @ (K, N)``, either
 side possibly transposed (BLAS takes the transpose as a flag), and the result is its
-reshape, transposed as a view to the output's label order.  Otherwise (batch labels,
-repeated labels, blocks that do not reshape without a copy) the numpy function runs.
+reshape, transposed as a view to the output's label order.  Where the contracted labels
+are interleaved with the free ones (``bhtk,btd->dhk``, a gradient of attention's
+projections), the operand is first copied into (free, K) or (K, free) order, the one copy
+``tensordot`` makes too, without ``einsum``'s path search (``a_perm``/``b_perm``).
+Otherwise (batch labels, repeated labels, blocks that do not reshape without a copy) the
+numpy function runs.
 """
 from __future__ import annotations
 
@@ -22,13 +26,16 @@ import numpy as np
 class GemmPlan:
     """How to view the operands: ``a_k_last`` (a is (free, K)) or (K, free); ``b_k_first``
     (b is (K, free)) or (free, K); how many free dims each has; the output's permutation of
-    (a's free dims, b's free dims), None when it is that order."""
+    (a's free dims, b's free dims), None when it is that order; ``a_perm``/``b_perm``: the
+    transposition an operand is copied in first (into (free, K) / (K, free)), or None."""
 
     a_k_last: bool
     b_k_first: bool
     a_free: int
     b_free: int
     perm: Optional[tuple]
+    a_perm: Optional[tuple] = None
+    b_perm: Optional[tuple] = None
 
 
 def gemm_plan(inputs: Sequence[str], output: str) -> Optional[GemmPlan]:
@@ -43,18 +50,21 @@ def gemm_plan(inputs: Sequence[str], output: str) -> Optional[GemmPlan]:
     if any(c in output for c in k) or sorted(output) != sorted(a_free + b_free):
         return None
     ka, kb = [c for c in a if c in k], [c for c in b if c in k]
-    if ka != kb:
-        return None
-    a_k_last = _layout(a, a_free, ka)
     b_k_first = _layout(b, kb, b_free)
-    if a_k_last is None or b_k_first is None:
-        return None
+    order_k = kb if b_k_first is not None else ka      # keep an operand as it is if one can
+    a_k_last = _layout(a, a_free, order_k)
+    a_perm = b_perm = None
+    if a_k_last is None:                  # copied into (free, K)
+        a_k_last, a_perm = True, tuple(a.index(c) for c in a_free + order_k)
+    if b_k_first is None or kb != order_k:   # copied into (K, free)
+        b_k_first, b_perm = True, tuple(b.index(c) for c in order_k + b_free)
     order = a_free + b_free
     perm = tuple(order.index(c) for c in output)
-    if len(a) == len(b) == len(output) == 2 and a_k_last and b_k_first and perm == (0, 1):
+    if (len(a) == len(b) == len(output) == 2 and a_k_last and b_k_first and perm == (0, 1)
+            and a_perm is None and b_perm is None):
         return None              # already a plain 2-D product
     return GemmPlan(a_k_last, b_k_first, len(a_free), len(b_free),
-                    None if perm == tuple(range(len(perm))) else perm)
+                    None if perm == tuple(range(len(perm))) else perm, a_perm, b_perm)
 
 
 def _layout(labels, first, second) -> Optional[bool]:
@@ -74,7 +84,7 @@ def gemm_kernel(inputs: Sequence[str], output: str, fallback: Callable) -> Calla
     if plan is None:
         return fallback
     swapped = gemm_plan(inputs[::-1], output) if plan.perm is not None else None
-    if swapped is not None and swapped.perm is None:
+    if swapped is not None and swapped.perm is None and _copies(swapped) <= _copies(plan):
         def kernel(a, b):
             out = run_gemm(swapped, b, a)
             return fallback(a, b) if out is None else out
@@ -86,8 +96,16 @@ def gemm_kernel(inputs: Sequence[str], output: str, fallback: Callable) -> Calla
     return kernel
 
 
+def _copies(plan: GemmPlan) -> int:
+    return (plan.a_perm is not None) + (plan.b_perm is not None)
+
+
 def run_gemm(plan: GemmPlan, a, b):
     """``plan`` on blocks ``a`` and ``b``; None when a block cannot be viewed in 2-D."""
+    if plan.a_perm is not None:
+        a = a.transpose(plan.a_perm).copy()
+    if plan.b_perm is not None:
+        b = b.transpose(plan.b_perm).copy()
     a_free = a.shape[:plan.a_free] if plan.a_k_last else a.shape[a.ndim - plan.a_free:]
     b_free = b.shape[b.ndim - plan.b_free:] if plan.b_k_first else b.shape[:plan.b_free]
     k = math.prod(a.shape[plan.a_free:] if plan.a_k_last else a.shape[:a.ndim - plan.a_free])

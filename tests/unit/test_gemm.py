@@ -6,9 +6,10 @@ import pytest
 from mtensor.ops.gemm import gemm_kernel, gemm_plan
 
 GEMM = ["btd,dhk->bhtk", "aik,jk->aij", "aik,aij->jk", "ij,kj->ik", "i,i->", "ij,j->i",
-        "bik,k->bi", "kb,kc->bc", "btd,dhk->btkh", "ijk,jk->i", "ij,kl->ijkl"]
-NUMPY = ["bhtk,btd->dhk", "ij,jk->ik", "abik,abjk->abij", "ii,ij->j", "ij,jk->k",
-         "ijk,ikl->jl", "ijk,kj->i"]
+        "bik,k->bi", "kb,kc->bc", "btd,dhk->btkh", "ijk,jk->i", "ij,kl->ijkl",
+        # interleaved or reordered contracted labels: an operand copied into GEMM order
+        "bhtk,btd->dhk", "bhtk,dhk->btd", "btd,bhtk->hkd", "ijk,ikl->jl", "ijk,kj->i"]
+NUMPY = ["ij,jk->ik", "abik,abjk->abij", "ii,ij->j", "ij,jk->k"]
 
 
 def _einsum(spec):
@@ -62,3 +63,16 @@ def test_the_output_comes_in_its_own_order_when_swapping_the_operands_gives_it()
     rng = np.random.default_rng(2)
     out = kernel(rng.standard_normal((2, 3, 4)), rng.standard_normal((2, 3, 5)))
     assert out.shape == (5, 4) and out.flags.c_contiguous
+
+
+def test_an_interleaved_operand_is_copied_once_and_the_output_comes_contiguous():
+    """``bhtk,btd->dhk`` (attention's weight gradient): the cotangent copied into
+    (b, t, h, k) order, the other operand viewed as it is, the product in ``dhk`` order."""
+    plan = gemm_plan(["btd", "bhtk"], "dhk")
+    assert (plan.a_perm, plan.b_perm, plan.perm) == (None, (0, 2, 1, 3), None)
+    kernel = gemm_kernel(["bhtk", "btd"], "dhk", _einsum("bhtk,btd->dhk"))
+    rng = np.random.default_rng(3)
+    g = rng.standard_normal((2, 4, 3, 5)).transpose(0, 2, 1, 3)     # strided, as a cotangent
+    x = rng.standard_normal((2, 4, 6))
+    out = kernel(g, x)
+    assert out.flags.c_contiguous and np.allclose(out, np.einsum("bhtk,btd->dhk", g, x))
