@@ -10,8 +10,10 @@ reshape, transposed as a view to the output's label order.  Where the contracted
 are interleaved with the free ones (``bhtk,btd->dhk``, a gradient of attention's
 projections), the operand is first copied into (free, K) or (K, free) order, the one copy
 ``tensordot`` makes too, without ``einsum``'s path search (``a_perm``/``b_perm``).
-Otherwise (batch labels, repeated labels, blocks that do not reshape without a copy) the
-numpy function runs.
+A product of stacked matrices (``abik,abjk->abij``: attention's scores and their
+gradients) runs as ``np.matmul`` on (possibly transposed) views, BLAS taking the transposes
+as flags.  Otherwise (other batch labels, repeated labels, blocks that do not reshape
+without a copy) the numpy function runs.
 """
 from __future__ import annotations
 
@@ -80,6 +82,9 @@ def gemm_kernel(inputs: Sequence[str], output: str, fallback: Callable) -> Calla
     """A kernel running the contraction as one GEMM where it can, ``fallback`` elsewhere;
     with the operands' roles swapped where that writes the output in its own order
     (``aik,aij->jk`` as ``(aij)^T (aik)``, not the transpose of ``(aik)^T (aij)``)."""
+    stacked = _stacked(inputs, output)
+    if stacked is not None:
+        return stacked
     plan = gemm_plan(inputs, output)
     if plan is None:
         return fallback
@@ -93,6 +98,34 @@ def gemm_kernel(inputs: Sequence[str], output: str, fallback: Callable) -> Calla
     def kernel(a, b):
         out = run_gemm(plan, a, b)
         return fallback(a, b) if out is None else out
+    return kernel
+
+
+def _stacked(inputs: Sequence[str], output: str) -> Optional[Callable]:
+    """``np.matmul`` of matrix stacks for ``...ik,...jk->...ij`` and its transposes (the same
+    leading labels everywhere, one contracted and one free label per operand), or None."""
+    if len(inputs) != 2:
+        return None
+    a, b = inputs
+    n = len(a) - 2
+    if (n < 1 or len(b) != len(a) or len(output) != len(a) or a[:n] != b[:n]
+            or output[:n] != a[:n] or len(set(a + b)) != n + 3):
+        return None
+    shared = set(a[n:]) & set(b[n:])
+    if len(shared) != 1 or shared & set(output[n:]):
+        return None
+    k = shared.pop()
+    i, j = a[n:].replace(k, ""), b[n:].replace(k, "")
+    if sorted(output[n:]) != sorted(i + j):
+        return None
+    a_t, b_t, swap = a[n:] == k + i, b[n:] == j + k, output[n:] == j + i
+
+    def kernel(x, y):
+        x = x.swapaxes(-1, -2) if a_t else x        # (..., i, k)
+        y = y.swapaxes(-1, -2) if b_t else y        # (..., k, j)
+        if swap:
+            return np.matmul(y.swapaxes(-1, -2), x.swapaxes(-1, -2))
+        return np.matmul(x, y)
     return kernel
 
 

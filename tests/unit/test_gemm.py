@@ -10,6 +10,10 @@ GEMM = ["btd,dhk->bhtk", "aik,jk->aij", "aik,aij->jk", "ij,kj->ik", "i,i->", "ij
         # interleaved or reordered contracted labels: an operand copied into GEMM order
         "bhtk,btd->dhk", "bhtk,dhk->btd", "btd,bhtk->hkd", "ijk,ikl->jl", "ijk,kj->i"]
 NUMPY = ["ij,jk->ik", "abik,abjk->abij", "ii,ij->j", "ij,jk->k"]
+STACKED = ["abik,abjk->abij", "abik,abij->abjk", "abki,abjk->abji", "bik,bkj->bij",
+           "abik,abkj->abji"]
+NOT_STACKED = ["abik,bajk->abij", "abik,abjk->abik", "abik,abjk->baij", "abii,abjk->abij",
+               "abik,abjl->abij"]
 
 
 def _einsum(spec):
@@ -76,3 +80,31 @@ def test_an_interleaved_operand_is_copied_once_and_the_output_comes_contiguous()
     x = rng.standard_normal((2, 4, 6))
     out = kernel(g, x)
     assert out.flags.c_contiguous and np.allclose(out, np.einsum("bhtk,btd->dhk", g, x))
+
+
+@pytest.mark.parametrize("spec", STACKED)
+def test_products_of_matrix_stacks_run_as_matmul_and_give_numpys_einsum(spec):
+    ins, out = spec.split("->")
+    rng = np.random.default_rng(4)
+    calls = []
+
+    def fallback(a, b):
+        calls.append(1)
+        return np.einsum(spec, a, b)
+    kernel = gemm_kernel(ins.split(","), out, fallback)
+    for _ in range(3):
+        a, b = (rng.standard_normal(s) for s in _shapes(spec, rng))
+        got = kernel(a, b)
+        assert got.shape == np.einsum(spec, a, b).shape
+        assert np.allclose(got, np.einsum(spec, a, b), rtol=1e-13, atol=1e-13)
+    assert not calls
+
+
+@pytest.mark.parametrize("spec", NOT_STACKED)
+def test_other_batched_subscripts_are_not_taken_for_matrix_stacks(spec):
+    ins, out = spec.split("->")
+    sentinel = object()
+    kernel = gemm_kernel(ins.split(","), out, lambda a, b: sentinel)
+    rng = np.random.default_rng(5)
+    a, b = (rng.standard_normal(s) for s in _shapes(spec, rng))
+    assert kernel(a, b) is sentinel
