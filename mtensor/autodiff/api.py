@@ -21,7 +21,7 @@ from ..dtensor import DTensor, redistribution, relayout
 from ..elision import owned
 from ..placement import Partial, reduced
 from ..pytree import flatten
-from . import fusion, tape
+from . import fusion, tape, vjps
 from .tape import VJPS
 
 
@@ -71,6 +71,7 @@ def _backward(recorded, value, leaves, reduce=True, seeds=None):
             done[id(leaf)] = _gradient(leaf, grads.get(key(leaf)), reduce)
     finally:
         modes.active.region, modes.active.phase = outer, "forward"
+        vjps.forget_relaid()
     return done
 
 

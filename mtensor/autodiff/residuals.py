@@ -36,8 +36,8 @@ def _first_and_output(wanted, n):
 
 
 READS = {
-    **dict.fromkeys(("add", "subtract", "negative", "positive", "copy", "astype", "sum",
-                     "mean", "transpose", "reshape", "expand_dims", "squeeze",
+    **dict.fromkeys(("add", "subtract", "negative", "positive", "copy", "contiguous",
+                     "astype", "sum", "mean", "transpose", "reshape", "expand_dims", "squeeze",
                      "broadcast_to", "getitem", "roll", "redistribute", "concatenate",
                      "stack"), _nothing),
     **dict.fromkeys(("multiply", "matmul", "dot", "tensordot", "einsum"), _the_others),

@@ -10,8 +10,9 @@ import math
 import numpy as np
 
 from ..dispatch import dispatch
-from ..dtensor import relayout
+from ..dtensor import DTensor, relayout
 from ..ops.contraction import einsum_form
+from ..ops.gemm import gemm_plan
 from ..ops.registry import OpCall, Operand, normalize_axes
 from ..placement import reduced
 
@@ -71,6 +72,7 @@ VJPS.update({
                         lambda g, o, c, a, b: np.where(c, 0, g)),
     "clip": pointwise_vjp(lambda g, o, a, lo, hi: g * ((a >= lo) & (a <= hi)), None, None),
     "copy": pointwise_vjp(lambda g, o, a: g),
+    "contiguous": pointwise_vjp(lambda g, o, a: g),
     "astype": _unary(lambda g, out, ops, params: g.astype(ops[0].dtype)),
 })
 
@@ -88,12 +90,36 @@ def _einsum_vjp(name):
             if len(_EINSUM_PLANS) >= 4096:
                 _EINSUM_PLANS.clear()
             plan = _EINSUM_PLANS[key] = _einsum_plan(name, j, g.shape, ops, params)
-        spec, kept_shape, shape = plan
+        spec, kept_shape, shape, relaid = plan
+        if relaid is not None and type(g) is DTensor:
+            spec, g = relaid[1], _relaid(g, relaid[0])
         grad = np.einsum(spec, g, *[o for k, o in enumerate(ops) if k != j])
         if grad.shape != kept_shape:
             grad = grad.reshape(kept_shape)
         return grad if kept_shape == shape else np.broadcast_to(grad, shape) + 0
     return vjp
+
+
+# the last cotangent laid out for its products' GEMMs: (cotangent, its version, the
+# transposition, the C-ordered copy), which the other operand's gradient reuses
+_RELAID: list = [None, None, None, None]
+
+
+def _relaid(g, perm):
+    """``g`` transposed by ``perm`` into a C-ordered block of its own, made once for the
+    gradients of both operands of a product (as a hand-written backward makes one copy of
+    attention's cotangent for its weight and input gradients)."""
+    last = _RELAID
+    if last[0] is g and last[1] == g._version and last[2] == perm:
+        return last[3]
+    out = dispatch("contiguous", (np.transpose(g, perm),))
+    last[:] = [g, g._version, perm, out]
+    return out
+
+
+def forget_relaid() -> None:
+    """Drop the kept copy (the backward pass is over)."""
+    _RELAID[:] = [None, None, None, None]
 
 
 _EINSUM_PLANS: dict = {}   # (op, operand, params, shapes) -> _einsum_plan's answer
@@ -115,8 +141,24 @@ def _einsum_plan(name, j, g_shape, ops, params):
     for k in others:
         sizes.update((c, n) for c, n in zip(inputs[k], np.shape(ops[k])) if n != 1)
     kept = "".join(c for c, n in zip(target, shape) if c in seen and sizes.get(c) == n)
-    spec = ",".join([output] + [inputs[k] for k in others]) + "->" + kept
-    return spec, tuple(n if c in kept else 1 for c, n in zip(target, shape)), tuple(shape)
+    rest = [inputs[k] for k in others]
+    spec = ",".join([output] + rest) + "->" + kept
+    return (spec, tuple(n if c in kept else 1 for c, n in zip(target, shape)), tuple(shape),
+            _gemm_order(inputs, output, rest, kept))
+
+
+def _gemm_order(inputs, output, rest, kept):
+    """For a product run as one GEMM whose output labels interleave its operands' free
+    labels (``btd,dhk->bhtk``): (the transposition of the cotangent into (a's free, b's
+    free) order, the gradient's einsum on it), which then needs no copy; else None."""
+    if len(inputs) != 2 or gemm_plan(list(inputs), output) is None:
+        return None
+    a, b = inputs
+    order = [c for c in a if c not in b] + [c for c in b if c not in a]
+    if "".join(order) == output or sorted(order) != sorted(output):
+        return None
+    return (tuple(output.index(c) for c in order),
+            ",".join(["".join(order)] + rest) + "->" + kept)
 
 
 for _name in ("matmul", "dot", "tensordot", "einsum"):

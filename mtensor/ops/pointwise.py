@@ -1,4 +1,5 @@
-"""Pointwise ops: every numpy ufunc, ``where``, ``clip``, ``astype``, ``copy``, ``round``,
+"""Pointwise ops: every numpy ufunc, ``where``, ``clip``, ``astype``, ``copy`` (and
+``contiguous``, a C-ordered copy the backward pass makes of a cotangent), ``round``,
 ``real``, ``imag`` and ``interp`` (elementwise in ``x``, its sample points used whole).
 
 Sharding: operands broadcast against each other, so on one mesh dim the output may be split
@@ -214,11 +215,11 @@ def astype_rule(call: OpCall) -> Strategy:
                     kernel=lambda a: a.astype(dtype))
 
 
-@register("copy", "stop_gradient")
+@register("copy", "stop_gradient", "contiguous")
 def copy_rule(call: OpCall) -> Strategy:
     shape = call.operands[0].shape
     return Strategy(shape, pointwise_choices(call, shape, PARTIAL_ALGEBRA["positive"]),
-                    kernel=np.copy)
+                    kernel=device.contiguous if call.name == "contiguous" else np.copy)
 
 
 @register("round")

@@ -12,6 +12,8 @@ RNG = np.random.default_rng(11)
 A, B = RNG.standard_normal((7, 5)), RNG.standard_normal((7, 5))
 ROW, W = RNG.standard_normal(5), RNG.standard_normal((5, 3))
 CUBE = RNG.standard_normal((3, 4, 5))
+X3, W3 = RNG.standard_normal((2, 3, 4)), RNG.standard_normal((4, 2, 3))
+Q4, K4 = RNG.standard_normal((2, 2, 3, 4)), RNG.standard_normal((2, 2, 5, 4))
 
 CASES = {  # name: (function of the arrays, arrays); the function works on numpy and DTensors
     "arith": (lambda a, b: a * b - a / (b * b + 1) + 2.0 * a - b ** 2, A, B),
@@ -24,6 +26,12 @@ CASES = {  # name: (function of the arrays, arrays); the function works on numpy
     "contractions": (lambda a, b: np.einsum("ij,kj->ik", a, b) + np.dot(a, b.T)
                      + np.tensordot(a, b, axes=([1], [1])), A, B),
     "batched": (lambda c, w: c @ w, CUBE, W),
+    # attention's products: a GEMM whose output interleaves its operands' labels (the
+    # cotangent laid out once for both gradients) and products of matrix stacks
+    "interleaved": (lambda x, w: np.tanh(np.einsum("btd,dhk->bhtk", x, w))
+                    * np.einsum("btd,dhk->bhtk", x, w), X3, W3),
+    "stacked": (lambda q, k: np.tanh(np.einsum("abik,abjk->abij", q, k))
+                + np.einsum("abjk,abik->abij", k, q) ** 2, Q4, K4),
     "reductions": (lambda a: a.sum(axis=0) * a.mean(axis=0) + a.max(axis=0) + a.min(axis=0)
                    + np.var(a, axis=0) + np.std(a, axis=0) + (a * a + 1).prod(axis=0), A),
     "views": (lambda a: np.concatenate([a.T.reshape(35, 1), np.expand_dims(a.ravel(), 1)],
