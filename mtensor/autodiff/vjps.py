@@ -9,10 +9,11 @@ import math
 
 import numpy as np
 
+from .. import views
 from ..dispatch import dispatch
 from ..dtensor import DTensor, relayout
 from ..ops.contraction import einsum_form
-from ..ops.gemm import gemm_plan
+from ..ops.gemm import copies_first, gemm_plan
 from ..ops.registry import OpCall, Operand, normalize_axes
 from ..placement import reduced
 
@@ -100,7 +101,7 @@ def _einsum_vjp(name):
     return vjp
 
 
-# the last cotangent laid out for its products' GEMMs: (cotangent, its version, the
+# the last cotangent laid out for its products' GEMMs: (cotangent, its storage's stamp, the
 # transposition, the C-ordered copy), which the other operand's gradient reuses
 _RELAID: list = [None, None, None, None]
 
@@ -109,11 +110,11 @@ def _relaid(g, perm):
     """``g`` transposed by ``perm`` into a C-ordered block of its own, made once for the
     gradients of both operands of a product (as a hand-written backward makes one copy of
     attention's cotangent for its weight and input gradients)."""
-    last = _RELAID
-    if last[0] is g and last[1] == g._version and last[2] == perm:
+    last, now = _RELAID, views.stamp(g)
+    if last[0] is g and last[1] == now and last[2] == perm:
         return last[3]
     out = dispatch("contiguous", (np.transpose(g, perm),))
-    last[:] = [g, g._version, perm, out]
+    last[:] = [g, now, perm, out]
     return out
 
 
@@ -151,8 +152,9 @@ def _gemm_order(inputs, output, rest, kept):
     """For a product run as one GEMM whose output labels interleave its operands' free
     labels (``btd,dhk->bhtk``): (the transposition of the cotangent into (a's free, b's
     free) order, the gradient's einsum on it), which then needs no copy; else None."""
-    if len(inputs) != 2 or gemm_plan(list(inputs), output) is None:
-        return None
+    if (len(inputs) != 2 or gemm_plan(list(inputs), output) is None
+            or not copies_first([output] + rest, kept)):
+        return None      # not a GEMM, or its gradient reads the cotangent as it is
     a, b = inputs
     order = [c for c in a if c not in b] + [c for c in b if c not in a]
     if "".join(order) == output or sorted(order) != sorted(output):

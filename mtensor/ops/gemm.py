@@ -85,13 +85,13 @@ def gemm_kernel(inputs: Sequence[str], output: str, fallback: Callable) -> Calla
     stacked = _stacked(inputs, output)
     if stacked is not None:
         return stacked
-    plan = gemm_plan(inputs, output)
-    if plan is None:
+    chosen = _chosen(inputs, output)
+    if chosen is None:
         return fallback
-    swapped = gemm_plan(inputs[::-1], output) if plan.perm is not None else None
-    if swapped is not None and swapped.perm is None and _copies(swapped) <= _copies(plan):
+    plan, swap = chosen
+    if swap:
         def kernel(a, b):
-            out = run_gemm(swapped, b, a)
+            out = run_gemm(plan, b, a)
             return fallback(a, b) if out is None else out
         return kernel
 
@@ -99,6 +99,29 @@ def gemm_kernel(inputs: Sequence[str], output: str, fallback: Callable) -> Calla
         out = run_gemm(plan, a, b)
         return fallback(a, b) if out is None else out
     return kernel
+
+
+def _chosen(inputs: Sequence[str], output: str):
+    """(the GEMM plan ``gemm_kernel`` runs, whether on the operands swapped), or None: the
+    operands swapped where that writes the output in its own order with no more copies."""
+    plan = gemm_plan(inputs, output)
+    if plan is None:
+        return None
+    swapped = gemm_plan(inputs[::-1], output) if plan.perm is not None else None
+    if swapped is not None and swapped.perm is None and _copies(swapped) <= _copies(plan):
+        return swapped, True
+    return plan, False
+
+
+def copies_first(inputs: Sequence[str], output: str) -> bool:
+    """Whether ``gemm_kernel``'s product copies its first operand into GEMM order."""
+    if _stacked(inputs, output) is not None:
+        return False
+    chosen = _chosen(inputs, output)
+    if chosen is None:
+        return False
+    plan, swap = chosen
+    return (plan.b_perm if swap else plan.a_perm) is not None
 
 
 def _stacked(inputs: Sequence[str], output: str) -> Optional[Callable]:

@@ -219,7 +219,12 @@ def astype_rule(call: OpCall) -> Strategy:
 def copy_rule(call: OpCall) -> Strategy:
     shape = call.operands[0].shape
     return Strategy(shape, pointwise_choices(call, shape, PARTIAL_ALGEBRA["positive"]),
-                    kernel=device.contiguous if call.name == "contiguous" else np.copy)
+                    kernel=_c_ordered if call.name == "contiguous" else np.copy)
+
+
+def _c_ordered(block):
+    """A copy of ``block`` in C order (``np.copy`` keeps the operand's memory order)."""
+    return block.copy(order="C")
 
 
 @register("round")

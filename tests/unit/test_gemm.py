@@ -108,3 +108,26 @@ def test_other_batched_subscripts_are_not_taken_for_matrix_stacks(spec):
     rng = np.random.default_rng(5)
     a, b = (rng.standard_normal(s) for s in _shapes(spec, rng))
     assert kernel(a, b) is sentinel
+
+
+@pytest.mark.parametrize("spec, copies", [("ji,kj->ik", False), ("ji,ik->kj", False),
+                                          ("bhtk,dhk->btd", True), ("bhtk,btd->dhk", True),
+                                          ("btd,dhk->bhtk", False), ("abik,abjk->abij", False),
+                                          ("ij,jk->ik", False)])
+def test_copies_first_tells_when_the_product_copies_its_first_operand(spec, copies):
+    """What the gradient of a product asks before laying its cotangent out once for both
+    operands (``autodiff.vjps``): only where the product would copy it anyway."""
+    from mtensor.ops.gemm import copies_first
+
+    ins, out = spec.split("->")
+    assert copies_first(ins.split(","), out) is copies
+
+
+def test_the_contiguous_kernel_always_copies_in_c_order_and_keeps_0d():
+    from mtensor.ops.pointwise import _c_ordered
+
+    a = np.arange(6.0).reshape(2, 3)
+    for block in (a, a.T, np.float64(3.0) * np.ones(())):
+        out = _c_ordered(block)
+        assert out.flags.c_contiguous and out.shape == block.shape
+        assert not np.shares_memory(out, block) and np.array_equal(out, block)
