@@ -119,12 +119,10 @@ def _count(total) -> int:
 
 def _held_settling() -> int:
     """What ``_settled`` reads for a cotangent nothing but the walk's name holds: measured."""
-    g = _Cotangent()
+    class Cotangent:
+        pass
+    g = Cotangent()
     return _count(g)
-
-
-class _Cotangent:
-    pass
 
 
 _HELD_HERE = _held_here()

@@ -106,6 +106,9 @@ class Tape:
 
     def ghost(self, x: DTensor) -> Ghost:
         """``x``'s ghost on this tape (made on first sight, kept by ``x``)."""
+        if x._ghost is None:        # a new value: its first ghost, without a walk
+            g = x._ghost = Ghost(self, x._spec, None)
+            return g
         g = _ghost_on(x, self)
         if g is None:
             g = x._ghost = Ghost(self, x._spec, _live(x._ghost))
@@ -129,10 +132,9 @@ class Tape:
         """The followed operands' ghosts by position."""
         found, tracked = {}, self.tracked
         for j, o in enumerate(operands):
-            if type(o) is DTensor and o._ghost is not None:
-                g = _ghost_on(o, self)
-                if g is not None and id(g) in tracked:
-                    found[j] = g
+            g = self.ghost_of(o)
+            if g is not None and id(g) in tracked:
+                found[j] = g
         return found
 
     def push(self, name: str, operands, params, out, values=None) -> None:
@@ -147,15 +149,8 @@ class Tape:
             raise TypeError(f"value_and_grad: {name} has no gradient rule in mtensor; compute "
                             f"it outside the differentiated function or express it with "
                             f"other ops")
-        tracked = self.tracked
-        ghosts = []
-        for o in outputs:       # a new value's first ghost, without a walk
-            if o._ghost is None:
-                g = o._ghost = Ghost(self, o._spec, None)
-            else:
-                g = self.ghost(o)
-            tracked.add(id(g))
-            ghosts.append(g)
+        ghosts = tuple(self.ghost(o) for o in outputs)
+        self.tracked.update(id(g) for g in ghosts)
         used = operands if values is None else values
         read, reads_out = residuals.reads(name, followed, len(operands))
         held, kept = [], []
@@ -163,7 +158,7 @@ class Tape:
             h = followed.get(k, o)
             held.append(h)
             kept.append(used[k] if k in read else h)
-        self.entries.append(Entry(name, tuple(held), tuple(kept), params, tuple(ghosts),
+        self.entries.append(Entry(name, tuple(held), tuple(kept), params, ghosts,
                                   modes.active.region, outputs[0] if reads_out else ghosts[0]))
 
     def may_overwrite(self, name: str, operands, at) -> bool:

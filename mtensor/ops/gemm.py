@@ -58,7 +58,7 @@ def gemm_plan(inputs: Sequence[str], output: str) -> Optional[GemmPlan]:
     a_perm = b_perm = None
     if a_k_last is None:                  # copied into (free, K)
         a_k_last, a_perm = True, tuple(a.index(c) for c in a_free + order_k)
-    if b_k_first is None or kb != order_k:   # copied into (K, free)
+    if b_k_first is None:                 # copied into (K, free), in a's K order
         b_k_first, b_perm = True, tuple(b.index(c) for c in order_k + b_free)
     order = a_free + b_free
     perm = tuple(order.index(c) for c in output)

@@ -245,15 +245,7 @@ class Program:
         collective; whether a rank passes ``MPI_IN_PLACE`` is its own affair in MPICH and
         Open MPI (each copies its send buffer into the receive buffer first otherwise)."""
         c, step, _ = self._steps[0]
-        if guard.state.active:
-            b = self._bound
-            guard.before(step.kind, step.mesh_dim, b.shape, b.dtype, b.mesh.comm)
-            try:
-                c.run(local, local, None, c.op)
-            finally:
-                guard.after()
-        else:
-            c.run(local, local, None, c.op)
+        self._collective(lambda block: c.run(block, block, None, c.op), step, local)
         if modes.active.counters:
             c.count()
         c.finish(local)        # an average divides in place
